@@ -1,0 +1,38 @@
+# Paddle LLM Studio. `make run` and `make test` work on a brand-new machine (Python 3.11).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+HOST   ?= 127.0.0.1
+PORT   ?= 7860
+export PADDLE_STUDIO_HOME ?= $(CURDIR)/workspace
+
+.PHONY: setup demo run test test-fast bench clean
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -c constraints.txt -e ".[test]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	test -f "$(PADDLE_STUDIO_HOME)/models/demo-base/studio_model.json" -a -f "$(PADDLE_STUDIO_HOME)/datasets/demo/meta.json" \
+	  || $(BIN)/paddle-studio demo init
+
+run: demo
+	$(BIN)/paddle-studio ui --host $(HOST) --port $(PORT)
+
+test: setup
+	$(BIN)/python -m pytest
+
+test-fast: setup
+	$(BIN)/python -m pytest -m "not browser and not slow"
+
+bench: setup
+	$(BIN)/python bench/validate_throughput.py
+	$(BIN)/python bench/studio_startup.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

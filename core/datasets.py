@@ -1,0 +1,848 @@
+"""Datasets: PaddleNLP's src/tgt JSON-lines layout, streaming validation, conversion, stats, import.
+
+PaddleNLP's fine-tuning reads JSON lines ``{"src": ..., "tgt": ...}`` where each field is a
+string (one turn) or a list of strings (multi-turn, same length). A dataset is one file, or a
+folder with ``train.json``/``dev.json``, or ``train/*.json``/``dev/*.json``.
+
+Every problem found is a :class:`Problem` with file, line, field, a stable ``code`` and
+``params``; :data:`MESSAGES` holds the English text (the studio translates codes itself).
+Validation streams the file line by line, never holding it in memory, and keeps going past
+errors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import shutil
+import time
+from array import array
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterator
+
+from core import workspace
+
+FORMATS = ("paddlenlp", "alpaca", "sharegpt", "messages")
+MAX_LINE_BYTES = 1_000_000
+MAX_ERRORS = 50
+BOM = b"\xef\xbb\xbf"
+
+# English text for every problem code; ``{name}`` placeholders come from Problem.params.
+MESSAGES = {
+    "bom": "file starts with a UTF-8 byte order mark (BOM); save it as UTF-8 without BOM",
+    "crlf": "line ends with CRLF (\\r\\n); Windows line ends",
+    "blank_line": "blank line",
+    "line_too_long": "line is {length} bytes, longer than the limit of {limit} bytes; skipped",
+    "not_utf8": "bytes that are not UTF-8 at byte {position}",
+    "invalid_json": "invalid JSON: {detail} (column {column})",
+    "not_object": "expected a JSON object, got {got}",
+    "missing_field": "missing field",
+    "wrong_type": "expected {expected}, got {got}",
+    "turns_mismatch": "src has {src} turns but tgt has {tgt}",
+    "empty_text": "empty text",
+    "bad_role": "unknown role {role!r}; expected one of {expected}",
+    "bad_order": "turns must alternate user then assistant; found {role!r} at position {index}",
+    "no_assistant_reply": "conversation does not end with an assistant reply",
+    "array_too_large": "a JSON array file of {size} bytes is too large to read at once; convert it to JSON lines",
+    # dataset-level errors
+    "name_empty": "dataset name is empty",
+    "name_unsafe": "dataset name {name!r} is not allowed: use letters, digits, '-', '_' or '.', no path separators or '..'",
+    "dataset_exists": "a dataset named {name!r} already exists",
+    "not_found": "no such file or folder: {path}",
+    "no_data_files": "no train.json/dev.json or train/*.json in {path}",
+    "has_bad_records": "{bad} of {total} records have errors; fix them or allow skipping bad records",
+    "no_records": "no usable records",
+    "bad_dev_ratio": "dev ratio must be between 0 and 0.5, got {ratio}",
+    "unknown_format": "unknown format {fmt!r}; expected auto or one of {expected}",
+}
+
+WARNING_CODES = {"crlf", "blank_line"}
+
+
+def message(code: str, params: dict | None = None) -> str:
+    template = MESSAGES.get(code, code)
+    try:
+        return template.format(**(params or {}))
+    except (KeyError, IndexError, ValueError):
+        return template
+
+
+@dataclass
+class Problem:
+    """One thing wrong with one line of one file."""
+
+    file: str
+    line: int | None  # 1-based line; None for a whole-file problem or a JSON-array item
+    field: str  # "src", "tgt[2]", "conversations[3].from", "" for the whole line
+    code: str
+    params: dict = field(default_factory=dict)
+
+    @property
+    def severity(self) -> str:
+        return "warning" if self.code in WARNING_CODES else "error"
+
+    @property
+    def message(self) -> str:
+        return message(self.code, self.params)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["severity"] = self.severity
+        d["message"] = self.message
+        return d
+
+
+class DatasetError(Exception):
+    """A dataset operation refused, with a code and params the studio can translate."""
+
+    def __init__(self, code: str, **params):
+        self.code = code
+        self.params = params
+        super().__init__(message(code, params))
+
+
+class RecordError(Exception):
+    def __init__(self, field: str, code: str, **params):
+        self.field = field
+        self.code = code
+        self.params = params
+        super().__init__(code)
+
+
+# ---------------------------------------------------------------- layout
+
+
+def resolve_files(path: str | Path) -> dict[str, list[Path]]:
+    """Map split name to files for a file or a PaddleNLP dataset folder.
+
+    A single file is returned as split ``"data"``.
+    """
+    p = Path(path)
+    if p.is_file():
+        return {"data": [p]}
+    if not p.is_dir():
+        raise DatasetError("not_found", path=str(p))
+    out: dict[str, list[Path]] = {}
+    for split in ("train", "dev"):
+        single = p / f"{split}.json"
+        folder = p / split
+        files = []
+        if single.is_file():
+            files.append(single)
+        if folder.is_dir():
+            files.extend(sorted(f for f in folder.glob("*.json") if f.is_file()))
+        if files:
+            out[split] = files
+    if "train" not in out:
+        raise DatasetError("no_data_files", path=str(p))
+    return out
+
+
+# ---------------------------------------------------------------- record schemas
+
+
+def _is_blank(s: str) -> bool:
+    return not s.strip()
+
+
+def _check_text(value, name: str) -> None:
+    if isinstance(value, str):
+        if _is_blank(value):
+            raise RecordError(name, "empty_text")
+        return
+    raise RecordError(name, "wrong_type", expected="string", got=type(value).__name__)
+
+
+def check_src_tgt(rec) -> tuple[int, list[RecordError]]:
+    """Check one PaddleNLP record; returns (turns, problems)."""
+    problems: list[RecordError] = []
+    if not isinstance(rec, dict):
+        return 0, [RecordError("", "not_object", got=type(rec).__name__)]
+    turns = {}
+    for name in ("src", "tgt"):
+        if name not in rec:
+            problems.append(RecordError(name, "missing_field"))
+            continue
+        v = rec[name]
+        if isinstance(v, str):
+            if _is_blank(v):
+                problems.append(RecordError(name, "empty_text"))
+            turns[name] = 1
+        elif isinstance(v, list):
+            if not v:
+                problems.append(RecordError(name, "empty_text"))
+            for i, item in enumerate(v):
+                if not isinstance(item, str):
+                    problems.append(RecordError(f"{name}[{i}]", "wrong_type", expected="string", got=type(item).__name__))
+                elif _is_blank(item):
+                    problems.append(RecordError(f"{name}[{i}]", "empty_text"))
+            turns[name] = len(v)
+        else:
+            problems.append(
+                RecordError(name, "wrong_type", expected="string or list of strings", got=type(v).__name__)
+            )
+    if "src" in turns and "tgt" in turns and turns["src"] != turns["tgt"]:
+        if isinstance(rec["src"], list) or isinstance(rec["tgt"], list):
+            problems.append(RecordError("src/tgt", "turns_mismatch", src=turns["src"], tgt=turns["tgt"]))
+    return max(turns.values(), default=0), problems
+
+
+_USER_ROLES = {"human": "user", "user": "user"}
+_ASSISTANT_ROLES = {"gpt": "assistant", "assistant": "assistant", "chatgpt": "assistant", "bot": "assistant", "model": "assistant"}
+
+
+def _pairs_from_turns(turns: list[tuple[str, str, str]]) -> tuple[list[str], list[str], str | None]:
+    """turns: (role, text, field) -> src list, tgt list, system prompt."""
+    system = None
+    src: list[str] = []
+    tgt: list[str] = []
+    expect = "user"
+    for index, (role, text, fname) in enumerate(turns):
+        if role == "system":
+            if index != 0:
+                raise RecordError(fname, "bad_order", role=role, index=index)
+            system = text
+            continue
+        if role != expect:
+            raise RecordError(fname, "bad_order", role=role, index=index)
+        if _is_blank(text):
+            raise RecordError(fname.rsplit(".", 1)[0], "empty_text")
+        (src if role == "user" else tgt).append(text)
+        expect = "assistant" if role == "user" else "user"
+    if not tgt or len(src) != len(tgt):
+        raise RecordError("", "no_assistant_reply")
+    return src, tgt, system
+
+
+def _from_alpaca(rec: dict) -> dict:
+    for name in ("instruction", "output"):
+        if name not in rec:
+            raise RecordError(name, "missing_field")
+        _check_text(rec[name], name)
+    inp = rec.get("input") or ""
+    if not isinstance(inp, str):
+        raise RecordError("input", "wrong_type", expected="string", got=type(inp).__name__)
+    prompt = rec["instruction"] + ("\n" + inp if inp.strip() else "")
+    src, tgt = [prompt], [rec["output"]]
+    history = rec.get("history") or []
+    if not isinstance(history, list):
+        raise RecordError("history", "wrong_type", expected="list of [question, answer]", got=type(history).__name__)
+    hs, ht = [], []
+    for i, pair in enumerate(history):
+        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair)):
+            raise RecordError(f"history[{i}]", "wrong_type", expected="[question, answer]", got=type(pair).__name__)
+        hs.append(pair[0])
+        ht.append(pair[1])
+    out: dict = {"src": hs + src if hs else prompt, "tgt": ht + tgt if hs else rec["output"]}
+    if isinstance(rec.get("system"), str) and rec["system"].strip():
+        out["system"] = rec["system"]
+    return out
+
+
+def _from_sharegpt(rec: dict) -> dict:
+    conv = rec.get("conversations")
+    if conv is None:
+        raise RecordError("conversations", "missing_field")
+    if not isinstance(conv, list) or not conv:
+        raise RecordError("conversations", "wrong_type", expected="non-empty list", got=type(conv).__name__)
+    turns = []
+    for i, t in enumerate(conv):
+        f = f"conversations[{i}]"
+        if not isinstance(t, dict):
+            raise RecordError(f, "wrong_type", expected="object with from/value", got=type(t).__name__)
+        for k in ("from", "value"):
+            if k not in t:
+                raise RecordError(f"{f}.{k}", "missing_field")
+        if not isinstance(t["value"], str):
+            raise RecordError(f"{f}.value", "wrong_type", expected="string", got=type(t["value"]).__name__)
+        r = str(t["from"]).lower()
+        role = _USER_ROLES.get(r) or _ASSISTANT_ROLES.get(r) or ("system" if r == "system" else None)
+        if role is None:
+            raise RecordError(f"{f}.from", "bad_role", role=t["from"], expected="human, gpt, system")
+        turns.append((role, t["value"], f"{f}.value"))
+    src, tgt, system = _pairs_from_turns(turns)
+    if system is None and isinstance(rec.get("system"), str) and rec["system"].strip():
+        system = rec["system"]
+    return _pack(src, tgt, system)
+
+
+def _from_messages(rec: dict) -> dict:
+    msgs = rec.get("messages")
+    if msgs is None:
+        raise RecordError("messages", "missing_field")
+    if not isinstance(msgs, list) or not msgs:
+        raise RecordError("messages", "wrong_type", expected="non-empty list", got=type(msgs).__name__)
+    turns = []
+    for i, m in enumerate(msgs):
+        f = f"messages[{i}]"
+        if not isinstance(m, dict):
+            raise RecordError(f, "wrong_type", expected="object with role/content", got=type(m).__name__)
+        for k in ("role", "content"):
+            if k not in m:
+                raise RecordError(f"{f}.{k}", "missing_field")
+        if not isinstance(m["content"], str):
+            raise RecordError(f"{f}.content", "wrong_type", expected="string", got=type(m["content"]).__name__)
+        role = m["role"]
+        if role not in ("system", "user", "assistant"):
+            raise RecordError(f"{f}.role", "bad_role", role=role, expected="system, user, assistant")
+        turns.append((role, m["content"], f"{f}.content"))
+    src, tgt, system = _pairs_from_turns(turns)
+    return _pack(src, tgt, system)
+
+
+def _pack(src: list[str], tgt: list[str], system: str | None) -> dict:
+    out: dict = {"src": src[0], "tgt": tgt[0]} if len(src) == 1 else {"src": src, "tgt": tgt}
+    if system and system.strip():
+        out["system"] = system
+    return out
+
+
+_CONVERTERS = {"alpaca": _from_alpaca, "sharegpt": _from_sharegpt, "messages": _from_messages}
+
+
+def detect_record_format(rec) -> str | None:
+    if not isinstance(rec, dict):
+        return None
+    if "src" in rec or "tgt" in rec:
+        return "paddlenlp"
+    if "messages" in rec:
+        return "messages"
+    if "conversations" in rec:
+        return "sharegpt"
+    if "instruction" in rec or "output" in rec:
+        return "alpaca"
+    return None
+
+
+def to_src_tgt(rec, fmt: str) -> dict:
+    """Convert one parsed record of ``fmt`` to a checked PaddleNLP record; raises RecordError."""
+    if fmt != "paddlenlp":
+        if not isinstance(rec, dict):
+            raise RecordError("", "not_object", got=type(rec).__name__)
+        rec = _CONVERTERS[fmt](rec)
+    _, problems = check_src_tgt(rec)
+    if problems:
+        raise problems[0]
+    return rec
+
+
+# ---------------------------------------------------------------- streaming reader
+
+
+@dataclass
+class Line:
+    number: int
+    raw: bytes | None  # None when the line was too long and skipped
+    length: int
+
+
+def _iter_lines(f, max_line_bytes: int) -> Iterator[Line]:
+    readline = f.readline
+    limit = max_line_bytes + 2
+    n = 0
+    while True:
+        raw = readline(limit)
+        if not raw:
+            return
+        n += 1
+        if len(raw) == limit and not raw.endswith(b"\n"):
+            length = len(raw)
+            while True:
+                chunk = readline(1 << 20)
+                length += len(chunk)
+                if not chunk or chunk.endswith(b"\n"):
+                    break
+            yield Line(n, None, length)
+            continue
+        yield Line(n, raw, len(raw))
+
+
+def _first_byte(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        head = f.read(4096)
+    return head.removeprefix(BOM).lstrip()[:1]
+
+
+def _is_json_array(path: Path) -> bool:
+    return _first_byte(path) == b"["
+
+
+MAX_ARRAY_BYTES = 256 * 1024 * 1024
+
+
+def _iter_parsed(path: Path, max_line_bytes: int, problems: list):
+    """Yield (line_number, parsed_value) for each parseable line; append line-level problems.
+
+    ``problems`` receives (line, field, code, params) tuples. JSON-array files yield items
+    with ``line=None`` and the field prefixed by the item index.
+    """
+    fname = str(path)
+    if _is_json_array(path):
+        size = path.stat().st_size
+        if size > MAX_ARRAY_BYTES:
+            problems.append((None, "", "array_too_large", {"size": size}))
+            return
+        data = path.read_bytes()
+        if data.startswith(BOM):
+            problems.append((1, "", "bom", {}))
+            data = data[3:]
+        try:
+            items = json.loads(data.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            problems.append((None, "", "not_utf8", {"position": e.start}))
+            return
+        except json.JSONDecodeError as e:
+            problems.append((e.lineno, "", "invalid_json", {"detail": e.msg, "column": e.colno}))
+            return
+        for i, item in enumerate(items):
+            yield (None, f"[{i}]"), item
+        return
+    with open(fname, "rb") as f:
+        for ln in _iter_lines(f, max_line_bytes):
+            raw = ln.raw
+            if raw is None:
+                problems.append((ln.number, "", "line_too_long", {"length": ln.length, "limit": max_line_bytes}))
+                continue
+            if ln.number == 1 and raw.startswith(BOM):
+                problems.append((1, "", "bom", {}))
+                raw = raw[3:]
+            if raw.endswith(b"\r\n"):
+                problems.append((ln.number, "", "crlf", {}))
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                problems.append((ln.number, "", "not_utf8", {"position": e.start + 1}))
+                continue
+            if not text.strip():
+                problems.append((ln.number, "", "blank_line", {}))
+                continue
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError as e:
+                problems.append((ln.number, "", "invalid_json", {"detail": e.msg, "column": e.colno}))
+                continue
+            yield ln.number, value
+
+
+def _where(key) -> tuple[int | None, str]:
+    """A yielded key is a line number, or (None, "[i]") for a JSON-array item."""
+    if isinstance(key, tuple):
+        return key
+    return key, ""
+
+
+def _join_field(prefix: str, name: str) -> str:
+    if not prefix:
+        return name
+    return f"{prefix}.{name}" if name else prefix
+
+
+# ---------------------------------------------------------------- validation
+
+
+@dataclass
+class Report:
+    """Validation result for one or more files."""
+
+    files: list[str] = field(default_factory=list)
+    format: str | None = None
+    records: int = 0
+    good: int = 0
+    bad: int = 0
+    warnings: int = 0
+    duplicates: int = 0
+    multi_turn: int = 0
+    with_system: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+    by_code: dict = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+    problems_omitted: int = 0
+    duplicate_examples: list = field(default_factory=list)  # [file, line, first_file, first_line]
+
+    @property
+    def ok(self) -> bool:
+        return self.bad == 0 and self.good > 0 and not any(
+            p.severity == "error" and p.line is None for p in self.problems
+        )
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["problems"] = [p.to_dict() for p in self.problems]
+        d["ok"] = self.ok
+        return d
+
+
+def detect_format(path: str | Path, max_line_bytes: int = MAX_LINE_BYTES, probe: int = 20) -> str | None:
+    """Guess the format from the first parseable records of a file or folder."""
+    files = [f for fs in resolve_files(path).values() for f in fs]
+    scratch: list = []
+    for f in files:
+        for n, (_, value) in enumerate(_iter_parsed(f, max_line_bytes, scratch)):
+            fmt = detect_record_format(value)
+            if fmt:
+                return fmt
+            if n >= probe:
+                break
+    return None
+
+
+def validate(
+    path: str | Path,
+    fmt: str = "auto",
+    max_errors: int = MAX_ERRORS,
+    max_line_bytes: int = MAX_LINE_BYTES,
+) -> Report:
+    """Stream-validate a file or dataset folder; every problem names file, line and field."""
+    t0 = time.perf_counter()
+    groups = resolve_files(path)
+    files = [f for fs in groups.values() for f in fs]
+    if fmt == "auto":
+        fmt = detect_format(path, max_line_bytes) or "paddlenlp"
+    elif fmt not in FORMATS:
+        raise DatasetError("unknown_format", fmt=fmt, expected=", ".join(FORMATS))
+    rep = Report(files=[str(f) for f in files], format=fmt)
+    hashes = array("q")  # one hash per good record, for duplicate counting at the end
+    wfile = array("q")  # file index and line of each hash (parallel arrays: 8 bytes each)
+    wline = array("q")
+    convert = None if fmt == "paddlenlp" else _CONVERTERS[fmt]
+
+    def add(fname, line, fld, code, params):
+        rep.by_code[code] = rep.by_code.get(code, 0) + 1
+        if code in WARNING_CODES:
+            rep.warnings += 1
+            # one listing per warning code per file is enough; counts are in by_code
+            if rep.by_code[code] > 1:
+                return
+        if len(rep.problems) < max_errors:
+            rep.problems.append(Problem(fname, line, fld, code, params))
+        else:
+            rep.problems_omitted += 1
+
+    for fi, f in enumerate(files):
+        fname = str(f)
+        rep.bytes += f.stat().st_size
+        line_problems: list = []
+        seen_lines = 0
+        for key, value in _iter_parsed(f, max_line_bytes, line_problems):
+            # flush line-level problems found before this record, in order
+            if line_problems:
+                for lp in line_problems[seen_lines:]:
+                    _count_bad_line(rep, lp)
+                    add(fname, *lp)
+                seen_lines = len(line_problems)
+            line, prefix = _where(key)
+            rep.records += 1
+            try:
+                rec = value if convert is None else (convert(value) if isinstance(value, dict) else _not_object(value))
+                turns, errs = check_src_tgt(rec)
+            except RecordError as e:
+                errs = [e]
+                turns = 0
+            if errs:
+                rep.bad += 1
+                for e in errs:
+                    add(fname, line, _join_field(prefix, e.field), e.code, e.params)
+                continue
+            rep.good += 1
+            src, tgt = rec["src"], rec["tgt"]
+            if turns > 1 or isinstance(src, list) and len(src) > 1:
+                rep.multi_turn += 1
+            if "system" in rec:
+                rep.with_system += 1
+            hashes.append(
+                hash((src if isinstance(src, str) else tuple(src), tgt if isinstance(tgt, str) else tuple(tgt)))
+            )
+            wfile.append(fi)
+            wline.append(line or 0)
+        for lp in line_problems[seen_lines:]:
+            _count_bad_line(rep, lp)
+            add(fname, *lp)
+    _find_duplicates(rep, hashes, wfile, wline, files)
+    rep.seconds = time.perf_counter() - t0
+    return rep
+
+
+def _not_object(value):
+    raise RecordError("", "not_object", got=type(value).__name__)
+
+
+def _count_bad_line(rep: Report, lp) -> None:
+    """Line-level errors (unparseable lines) count as bad records; warnings do not."""
+    code = lp[2]
+    if code in ("line_too_long", "not_utf8", "invalid_json"):
+        rep.records += 1
+        rep.bad += 1
+
+
+def _find_duplicates(rep: Report, hashes: array, wfile: array, wline: array, files, examples: int = 10) -> None:
+    if len(hashes) < 2:
+        return
+    import numpy as np
+
+    h = np.frombuffer(hashes, dtype=np.int64)
+    order = np.argsort(h, kind="stable")
+    hs = h[order]
+    same = hs[1:] == hs[:-1]
+    rep.duplicates = int(same.sum())
+    if rep.duplicates:
+        idx = np.nonzero(same)[0][:examples]
+        fa = np.frombuffer(wfile, dtype=np.int64)
+        la = np.frombuffer(wline, dtype=np.int64)
+        for i in idx:
+            # the first occurrence of this hash run
+            j = i
+            while j > 0 and hs[j - 1] == hs[i]:
+                j -= 1
+            a, b = order[j], order[i + 1]
+            rep.duplicate_examples.append([str(files[fa[b]]), int(la[b]), str(files[fa[a]]), int(la[a])])
+
+
+# ---------------------------------------------------------------- reading records
+
+
+def iter_records(path: str | Path, fmt: str = "auto", max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[dict]:
+    """Yield every good record of a file as a PaddleNLP dict (converted if needed), skipping bad ones."""
+    p = Path(path)
+    if fmt == "auto":
+        fmt = detect_format(p, max_line_bytes) or "paddlenlp"
+    scratch: list = []
+    for f in [f for fs in resolve_files(p).values() for f in fs]:
+        for _, value in _iter_parsed(f, max_line_bytes, scratch):
+            try:
+                yield to_src_tgt(value, fmt)
+            except RecordError:
+                continue
+
+
+def preview(path: str | Path, n: int = 20, fmt: str = "auto") -> list[dict]:
+    """The first ``n`` good records, converted to src/tgt."""
+    out = []
+    for rec in iter_records(path, fmt):
+        out.append(rec)
+        if len(out) >= n:
+            break
+    return out
+
+
+def as_turns(rec: dict) -> list[tuple[str, str]]:
+    """A record as (user, assistant) pairs."""
+    src, tgt = rec["src"], rec["tgt"]
+    if isinstance(src, str):
+        return [(src, tgt if isinstance(tgt, str) else tgt[0])]
+    return list(zip(src, tgt))
+
+
+# ---------------------------------------------------------------- conversion
+
+
+def convert(src_path: str | Path, out_path: str | Path, fmt: str = "auto", skip_bad: bool = True) -> dict:
+    """Convert a file of any supported format to PaddleNLP JSON lines (written atomically).
+
+    Returns a summary with the detected format, the number written and the skipped problems.
+    """
+    src_path, out_path = Path(src_path), Path(out_path)
+    rep = validate(src_path, fmt)
+    if not skip_bad and rep.bad:
+        raise DatasetError("has_bad_records", bad=rep.bad, total=rep.records)
+    tmp = out_path.with_name(f".{out_path.name}.tmp")
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    written = 0
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="\n") as w:
+            for rec in iter_records(src_path, rep.format):
+                w.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                written += 1
+        if not written:
+            raise DatasetError("no_records")
+        tmp.replace(out_path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return {"format": rep.format, "written": written, "skipped": rep.bad, "report": rep.to_dict()}
+
+
+# ---------------------------------------------------------------- import
+
+
+def import_dataset(
+    source: str | Path,
+    name: str,
+    dev_ratio: float = 0.1,
+    fmt: str = "auto",
+    seed: int = 42,
+    skip_bad: bool = False,
+    original_name: str | None = None,
+) -> dict:
+    """Import a file or PaddleNLP folder into ``workspace/datasets/<name>/``.
+
+    A single file is split into train/dev deterministically by ``seed``; a folder keeps its
+    own split. The source is only read. Everything is written in a hidden temp folder that is
+    renamed into place at the end, so a failure leaves nothing behind.
+    """
+    code = workspace.check_name(name)
+    if code:
+        raise DatasetError(code, name=name)
+    if not (0.0 <= dev_ratio <= 0.5):
+        raise DatasetError("bad_dev_ratio", ratio=dev_ratio)
+    source = Path(source)
+    groups = resolve_files(source)
+    final = workspace.datasets_dir() / name
+    if final.exists():
+        raise DatasetError("dataset_exists", name=name)
+    rep = validate(source, fmt)
+    if rep.bad and not skip_bad:
+        raise DatasetError("has_bad_records", bad=rep.bad, total=rep.records)
+    if not rep.good:
+        raise DatasetError("no_records")
+    tmp = workspace.temp_dir_beside(final)
+    try:
+        counts = {}
+        if "data" in groups:
+            counts = _split_file(groups["data"][0], rep.format, tmp, dev_ratio, seed)
+        else:
+            for split, files in groups.items():
+                n = 0
+                with open(tmp / f"{split}.json", "w", encoding="utf-8", newline="\n") as w:
+                    for f in files:
+                        for rec in iter_records(f, rep.format):
+                            w.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                            n += 1
+                counts[split] = n
+            if "dev" not in counts:
+                (tmp / "dev.json").write_text("", encoding="utf-8")
+                counts["dev"] = 0
+        meta = {
+            "name": name,
+            "source": original_name or str(source),
+            "source_sha256": _sha256_of(groups),
+            "format": rep.format,
+            "train": counts["train"],
+            "dev": counts["dev"],
+            "skipped_bad": rep.bad,
+            "duplicates": rep.duplicates,
+            "multi_turn": rep.multi_turn,
+            "dev_ratio": dev_ratio if "data" in groups else None,
+            "seed": seed,
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        }
+        workspace.write_json_atomic(tmp / "meta.json", meta)
+        workspace.publish_dir(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return meta
+
+
+def _sha256_of(groups: dict[str, list[Path]]) -> str:
+    h = hashlib.sha256()
+    for files in groups.values():
+        for f in files:
+            with open(f, "rb") as r:
+                for chunk in iter(lambda: r.read(1 << 20), b""):
+                    h.update(chunk)
+    return h.hexdigest()
+
+
+def _split_file(path: Path, fmt: str, out: Path, dev_ratio: float, seed: int) -> dict:
+    """Write converted records to out/all, pick dev indices with a seeded RNG, then split."""
+    all_path = out / ".all.jsonl"
+    n = 0
+    with open(all_path, "w", encoding="utf-8", newline="\n") as w:
+        for rec in iter_records(path, fmt):
+            w.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            n += 1
+    n_dev = round(n * dev_ratio)
+    if dev_ratio > 0 and n >= 2:
+        n_dev = max(1, n_dev)
+    n_dev = min(n_dev, n - 1)
+    dev_idx = set(random.Random(seed).sample(range(n), n_dev)) if n_dev > 0 else set()
+    with open(all_path, encoding="utf-8") as r, open(out / "train.json", "w", encoding="utf-8", newline="\n") as tw, open(
+        out / "dev.json", "w", encoding="utf-8", newline="\n"
+    ) as dw:
+        for i, line in enumerate(r):
+            (dw if i in dev_idx else tw).write(line)
+    all_path.unlink()
+    return {"train": n - n_dev, "dev": n_dev}
+
+
+def list_datasets() -> list[dict]:
+    """Every dataset folder in the workspace with its meta (newest first)."""
+    root = workspace.datasets_dir()
+    out = []
+    if not root.is_dir():
+        return out
+    for d in sorted(root.iterdir()):
+        if d.name.startswith(".") or not d.is_dir():
+            continue
+        meta_path = d / "meta.json"
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {"name": d.name}
+        except (OSError, json.JSONDecodeError):
+            meta = {"name": d.name}
+        meta["path"] = str(d)
+        out.append(meta)
+    out.sort(key=lambda m: m.get("created", ""), reverse=True)
+    return out
+
+
+# ---------------------------------------------------------------- token statistics
+
+
+def token_stats(
+    path: str | Path,
+    tokenizer_dir: str | Path,
+    src_length: int = 1024,
+    max_length: int = 2048,
+    limit: int = 5000,
+    bins: int = 20,
+    fmt: str = "auto",
+) -> dict:
+    """Token lengths of src and src+tgt over up to ``limit`` records.
+
+    Multi-turn: "src" is every token before the last answer (earlier turns and the last
+    question), "total" adds the last answer and EOS. Counts how many records PaddleNLP's
+    ``src_length``/``max_length`` would truncate.
+    """
+    import numpy as np
+
+    tok = load_tokenizer(tokenizer_dir)
+    src_lens, total_lens = [], []
+    for rec in iter_records(path, fmt):
+        turns = as_turns(rec)
+        ctx = sum(len(tok.encode(q, add_special_tokens=False)["input_ids"]) for q, _ in turns)
+        ctx += sum(len(tok.encode(a, add_special_tokens=False)["input_ids"]) + 1 for _, a in turns[:-1])
+        last = len(tok.encode(turns[-1][1], add_special_tokens=False)["input_ids"]) + 1
+        src_lens.append(ctx)
+        total_lens.append(ctx + last)
+        if len(src_lens) >= limit:
+            break
+    if not src_lens:
+        raise DatasetError("no_records")
+    s, t = np.array(src_lens), np.array(total_lens)
+
+    def hist(a):
+        counts, edges = np.histogram(a, bins=bins, range=(0, max(int(a.max()), 1)))
+        return {"counts": counts.tolist(), "edges": [float(e) for e in edges]}
+
+    return {
+        "records": len(s),
+        "src": {**hist(s), "mean": float(s.mean()), "max": int(s.max()), "p95": float(np.percentile(s, 95))},
+        "total": {**hist(t), "mean": float(t.mean()), "max": int(t.max()), "p95": float(np.percentile(t, 95))},
+        "src_length": src_length,
+        "max_length": max_length,
+        "truncated_src": int((s > src_length).sum()),
+        "truncated_total": int((t > max_length).sum()),
+    }
+
+
+def load_tokenizer(tokenizer_dir: str | Path):
+    """PaddleNLP's AutoTokenizer on a local folder (imports paddlenlp: a few seconds)."""
+    import logging
+
+    logging.getLogger("paddlenlp").setLevel(logging.WARNING)
+    from paddlenlp.transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(tokenizer_dir))

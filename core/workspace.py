@@ -1,0 +1,80 @@
+"""Where things live: the workspace root and its folders, plus atomic file writes.
+
+Root is ``$PADDLE_STUDIO_HOME`` or ``./workspace``. Everything the studio shows is derived
+from files under it, so a refresh, a second browser or a restart shows the same thing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9\u4e00-\u9fff][A-Za-z0-9_.\-\u4e00-\u9fff]{0,63}$")
+
+
+def home() -> Path:
+    """The workspace root (not created)."""
+    return Path(os.environ.get("PADDLE_STUDIO_HOME", "workspace")).resolve()
+
+
+def datasets_dir() -> Path:
+    return home() / "datasets"
+
+
+def models_dir() -> Path:
+    return home() / "models"
+
+
+def runs_dir() -> Path:
+    return home() / "runs"
+
+
+def uploads_dir() -> Path:
+    return home() / "uploads"
+
+
+def check_name(name: str) -> str | None:
+    """Return an error code if ``name`` is not a safe single-folder name, else None."""
+    if not name or not name.strip():
+        return "name_empty"
+    if "/" in name or "\\" in name or name in (".", "..") or ".." in name:
+        return "name_unsafe"
+    if not _NAME_RE.match(name):
+        return "name_unsafe"
+    return None
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temp file in the same folder, then rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json_atomic(path: Path, obj) -> None:
+    write_text_atomic(path, json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
+
+
+def temp_dir_beside(final: Path) -> Path:
+    """A fresh hidden temp folder next to ``final`` (same filesystem, so rename is atomic)."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
+
+
+def publish_dir(tmp: Path, final: Path) -> None:
+    """Rename a finished temp folder into place; refuses to overwrite an existing folder."""
+    if final.exists():
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise FileExistsError(str(final))
+    os.rename(tmp, final)

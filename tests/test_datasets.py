@@ -1,0 +1,310 @@
+"""Dataset engine on real files: every validation reason, every conversion, import rules."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core import datasets
+from core.datasets import DatasetError
+
+
+def write_lines(path: Path, lines: list, mode="text") -> Path:
+    if mode == "bytes":
+        path.write_bytes(b"".join(lines))
+    else:
+        path.write_text("".join(l + "\n" for l in lines), encoding="utf-8")
+    return path
+
+
+def codes_at(rep):
+    return {(p.line, p.field, p.code) for p in rep.problems}
+
+
+GOOD = json.dumps({"src": "问题", "tgt": "回答"}, ensure_ascii=False)
+
+
+def test_good_file_single_and_multi_turn(tmp_path):
+    f = write_lines(
+        tmp_path / "a.json",
+        [GOOD, json.dumps({"src": ["a", "b"], "tgt": ["c", "d"]}), json.dumps({"src": "x", "tgt": "y"})],
+    )
+    rep = datasets.validate(f)
+    assert rep.ok and rep.format == "paddlenlp"
+    assert (rep.records, rep.good, rep.bad, rep.multi_turn, rep.duplicates) == (3, 3, 0, 1, 0)
+    assert rep.problems == []
+
+
+@pytest.mark.parametrize(
+    "line, field, code",
+    [
+        ('{"src": "a", "tgt": ', "", "invalid_json"),
+        ('["a", "b"]', "", "not_object"),
+        ('{"tgt": "b"}', "src", "missing_field"),
+        ('{"src": "a"}', "tgt", "missing_field"),
+        ('{"src": 3, "tgt": "b"}', "src", "wrong_type"),
+        ('{"src": ["a", 5], "tgt": ["b", "c"]}', "src[1]", "wrong_type"),
+        ('{"src": ["a", "b"], "tgt": ["c"]}', "src/tgt", "turns_mismatch"),
+        ('{"src": "  ", "tgt": "b"}', "src", "empty_text"),
+        ('{"src": ["a", ""], "tgt": ["b", "c"]}', "src[1]", "empty_text"),
+    ],
+)
+def test_each_record_problem_names_line_and_field(tmp_path, line, field, code):
+    f = write_lines(tmp_path / "d.json", [GOOD, GOOD.replace("回答", "答2"), line, GOOD.replace("回答", "答3")])
+    rep = datasets.validate(f)
+    assert (3, field, code) in codes_at(rep), rep.problems
+    assert rep.bad == 1 and rep.good == 3 and not rep.ok
+    p = next(p for p in rep.problems if p.code == code)
+    assert p.file == str(f) and p.severity == "error" and p.message
+
+
+def test_byte_level_problems(tmp_path):
+    f = write_lines(
+        tmp_path / "b.json",
+        [
+            b"\xef\xbb\xbf" + GOOD.encode() + b"\n",  # BOM on line 1
+            b'{"src": "ok", "tgt": "fine"}\r\n',  # CRLF
+            b"\n",  # blank line
+            b'{"src": "caf\xe9", "tgt": "x"}\n',  # latin-1 byte, not UTF-8
+            b'{"src": "' + b"x" * 300 + b'", "tgt": "long"}\n',  # over-long with the limit below
+            b'{"src": "last", "tgt": "one"}\n',
+        ],
+        mode="bytes",
+    )
+    rep = datasets.validate(f, max_line_bytes=200)
+    got = codes_at(rep)
+    assert (1, "", "bom") in got
+    assert (2, "", "crlf") in got
+    assert (3, "", "blank_line") in got
+    assert (4, "", "not_utf8") in got
+    assert (5, "", "line_too_long") in got
+    nu = next(p for p in rep.problems if p.code == "not_utf8")
+    assert nu.params["position"] == len(b'{"src": "caf') + 1
+    assert {p.code: p.severity for p in rep.problems}["crlf"] == "warning"
+    # BOM line and CRLF line still parse as records; not-UTF-8 and over-long lines are bad
+    assert rep.good == 3 and rep.bad == 2
+
+
+def test_error_list_is_capped_with_count_of_rest(tmp_path):
+    f = write_lines(tmp_path / "c.json", ['{"src": 1, "tgt": "x"}'] * 30 + [GOOD])
+    rep = datasets.validate(f, max_errors=10)
+    assert len(rep.problems) == 10 and rep.problems_omitted == 20
+    assert rep.by_code["wrong_type"] == 30 and rep.good == 1
+    assert [p.line for p in rep.problems] == list(range(1, 11))
+
+
+def test_duplicates_are_counted_with_examples(tmp_path):
+    f = write_lines(tmp_path / "dup.json", [GOOD, '{"src": "x", "tgt": "y"}', GOOD, GOOD])
+    rep = datasets.validate(f)
+    assert rep.duplicates == 2
+    assert rep.duplicate_examples[0][1] in (3, 4) and rep.duplicate_examples[0][3] == 1
+
+
+def test_folder_layouts(tmp_path):
+    d = tmp_path / "ds"
+    d.mkdir()
+    write_lines(d / "train.json", [GOOD])
+    write_lines(d / "dev.json", ['{"src": "q"}'])
+    files = datasets.resolve_files(d)
+    assert [f.name for f in files["train"]] == ["train.json"] and files["dev"][0].name == "dev.json"
+    rep = datasets.validate(d)
+    assert rep.good == 1 and rep.bad == 1
+    assert rep.problems[0].file.endswith("dev.json") and rep.problems[0].line == 1
+
+    d2 = tmp_path / "ds2"
+    (d2 / "train").mkdir(parents=True)
+    (d2 / "dev").mkdir()
+    write_lines(d2 / "train" / "part-1.json", [GOOD])
+    write_lines(d2 / "train" / "part-2.json", ['{"src": "a", "tgt": "b"}'])
+    write_lines(d2 / "dev" / "x.json", [GOOD])
+    files = datasets.resolve_files(d2)
+    assert len(files["train"]) == 2 and len(files["dev"]) == 1
+    with pytest.raises(DatasetError) as e:
+        datasets.resolve_files(tmp_path / "nope")
+    assert e.value.code == "not_found"
+
+
+# ---------------------------------------------------------------- conversion
+
+ALPACA = [
+    {"instruction": "Translate", "input": "猫", "output": "cat"},
+    {"instruction": "Say hi", "output": "hi", "system": "Be brief."},
+    {"instruction": "And then?", "input": "", "output": "done", "history": [["q1", "a1"]]},
+]
+SHAREGPT = [
+    {"conversations": [{"from": "human", "value": "hello"}, {"from": "gpt", "value": "hi"}]},
+    {
+        "conversations": [
+            {"from": "system", "value": "You are terse."},
+            {"from": "human", "value": "1+1?"},
+            {"from": "gpt", "value": "2"},
+            {"from": "human", "value": "+1?"},
+            {"from": "gpt", "value": "3"},
+        ]
+    },
+]
+MESSAGES = [
+    {"messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": "u"}, {"role": "assistant", "content": "a"}]},
+    {"messages": [{"role": "user", "content": "u1"}, {"role": "assistant", "content": "a1"}, {"role": "user", "content": "u2"}, {"role": "assistant", "content": "a2"}]},
+]
+
+
+def _jsonl(path, recs):
+    return write_lines(path, [json.dumps(r, ensure_ascii=False) for r in recs])
+
+
+def _read(path):
+    return [json.loads(l) for l in Path(path).read_text(encoding="utf-8").splitlines()]
+
+
+def test_convert_alpaca_jsonl_and_array(tmp_path):
+    for src in (_jsonl(tmp_path / "a.jsonl", ALPACA), tmp_path / "a_array.json"):
+        if src.name == "a_array.json":
+            src.write_text(json.dumps(ALPACA, ensure_ascii=False, indent=1), encoding="utf-8")
+        assert datasets.detect_format(src) == "alpaca"
+        out = datasets.convert(src, tmp_path / "out.json")
+        assert out["format"] == "alpaca" and out["written"] == 3
+        recs = _read(tmp_path / "out.json")
+        assert recs[0] == {"src": "Translate\n猫", "tgt": "cat"}
+        assert recs[1] == {"src": "Say hi", "tgt": "hi", "system": "Be brief."}
+        assert recs[2] == {"src": ["q1", "And then?"], "tgt": ["a1", "done"]}
+        assert datasets.validate(tmp_path / "out.json").ok
+
+
+def test_convert_sharegpt_keeps_system_and_turns(tmp_path):
+    src = _jsonl(tmp_path / "s.jsonl", SHAREGPT)
+    assert datasets.detect_format(src) == "sharegpt"
+    datasets.convert(src, tmp_path / "o.json")
+    recs = _read(tmp_path / "o.json")
+    assert recs[0] == {"src": "hello", "tgt": "hi"}
+    assert recs[1] == {"src": ["1+1?", "+1?"], "tgt": ["2", "3"], "system": "You are terse."}
+
+
+def test_convert_messages(tmp_path):
+    src = _jsonl(tmp_path / "m.jsonl", MESSAGES)
+    assert datasets.detect_format(src) == "messages"
+    datasets.convert(src, tmp_path / "o.json", fmt="messages")
+    recs = _read(tmp_path / "o.json")
+    assert recs == [{"src": "u", "tgt": "a", "system": "sys"}, {"src": ["u1", "u2"], "tgt": ["a1", "a2"]}]
+
+
+def test_conversion_errors_name_the_line_and_field(tmp_path):
+    bad = SHAREGPT + [
+        {"conversations": [{"from": "human", "value": "q"}, {"from": "robot", "value": "a"}]},
+        {"conversations": [{"from": "gpt", "value": "a"}, {"from": "human", "value": "q"}]},
+        {"conversations": [{"from": "human", "value": "only a question"}]},
+    ]
+    src = _jsonl(tmp_path / "s.jsonl", bad)
+    rep = datasets.validate(src)
+    got = codes_at(rep)
+    assert (3, "conversations[1].from", "bad_role") in got
+    assert (4, "conversations[0].value", "bad_order") in got
+    assert (5, "", "no_assistant_reply") in got
+    out = datasets.convert(src, tmp_path / "o.json")
+    assert out["written"] == 2 and out["skipped"] == 3
+    with pytest.raises(DatasetError) as e:
+        datasets.convert(src, tmp_path / "o2.json", skip_bad=False)
+    assert e.value.code == "has_bad_records" and not (tmp_path / "o2.json").exists()
+
+    al = _jsonl(tmp_path / "al.jsonl", [{"instruction": "x"}, {"instruction": "y", "output": 3}])
+    got = codes_at(datasets.validate(al))
+    assert (1, "output", "missing_field") in got and (2, "output", "wrong_type") in got
+    arr = tmp_path / "arr.json"
+    arr.write_text(json.dumps([ALPACA[0], {"instruction": "z"}]), encoding="utf-8")
+    got = codes_at(datasets.validate(arr))
+    assert (None, "[1].output", "missing_field") in got
+
+
+# ---------------------------------------------------------------- import
+
+
+def test_import_split_is_deterministic_and_source_untouched(tmp_path, workspace_home):
+    recs = [{"src": f"q{i}", "tgt": f"a{i}"} for i in range(100)]
+    src = _jsonl(tmp_path / "up.jsonl", recs)
+    before = src.read_bytes()
+    m1 = datasets.import_dataset(src, "one", dev_ratio=0.2, seed=7)
+    m2 = datasets.import_dataset(src, "two", dev_ratio=0.2, seed=7)
+    assert (m1["train"], m1["dev"]) == (80, 20)
+    d1, d2 = workspace_home / "datasets" / "one", workspace_home / "datasets" / "two"
+    assert (d1 / "dev.json").read_text() == (d2 / "dev.json").read_text()
+    dev = _read(d1 / "dev.json")
+    train = _read(d1 / "train.json")
+    assert sorted(r["src"] for r in dev + train) == sorted(r["src"] for r in recs)
+    assert src.read_bytes() == before
+    assert json.loads((d1 / "meta.json").read_text())["source_sha256"]
+    assert {m["name"] for m in datasets.list_datasets()} == {"one", "two"}
+    with pytest.raises(DatasetError) as e:
+        datasets.import_dataset(src, "one")
+    assert e.value.code == "dataset_exists"
+
+
+@pytest.mark.parametrize("name", ["../evil", "a/b", "..", "", "a\\b", "x..y"])
+def test_import_refuses_unsafe_names(tmp_path, workspace_home, name):
+    src = _jsonl(tmp_path / "up.jsonl", [{"src": "q", "tgt": "a"}])
+    with pytest.raises(DatasetError) as e:
+        datasets.import_dataset(src, name)
+    assert e.value.code in ("name_unsafe", "name_empty")
+    assert not (workspace_home / "datasets").exists() or list((workspace_home / "datasets").iterdir()) == []
+
+
+def test_import_with_bad_records_refused_or_skipped_and_failure_leaves_nothing(tmp_path, workspace_home, monkeypatch):
+    src = write_lines(tmp_path / "up.jsonl", [GOOD, "{oops", '{"src": "b", "tgt": "c"}'])
+    with pytest.raises(DatasetError) as e:
+        datasets.import_dataset(src, "bad")
+    assert e.value.code == "has_bad_records" and e.value.params == {"bad": 1, "total": 3}
+    root = workspace_home / "datasets"
+    assert not root.exists() or list(root.iterdir()) == []
+    meta = datasets.import_dataset(src, "bad", skip_bad=True, dev_ratio=0.5)
+    assert meta["train"] + meta["dev"] == 2 and meta["skipped_bad"] == 1
+
+    # a failure part-way (disk full while splitting) leaves no folder, not even a temp one
+    def boom(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(datasets, "_split_file", boom)
+    with pytest.raises(OSError):
+        datasets.import_dataset(src, "half", skip_bad=True)
+    assert sorted(p.name for p in root.iterdir()) == ["bad"]
+
+
+def test_import_folder_keeps_its_split_and_converts(tmp_path, workspace_home):
+    d = tmp_path / "ds"
+    d.mkdir()
+    _jsonl(d / "train.json", MESSAGES)
+    _jsonl(d / "dev.json", MESSAGES[:1])
+    meta = datasets.import_dataset(d, "chat")
+    assert (meta["train"], meta["dev"], meta["format"]) == (2, 1, "messages")
+    out = workspace_home / "datasets" / "chat"
+    assert _read(out / "dev.json") == [{"src": "u", "tgt": "a", "system": "sys"}]
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def _cli(*args, env=None):
+    return subprocess.run(
+        [sys.executable, "-m", "core.cli", *args], capture_output=True, text=True, env={**os.environ, **(env or {})}
+    )
+
+
+def test_cli_validate_convert_import(tmp_path, workspace_home):
+    bad = write_lines(tmp_path / "bad.json", [GOOD, '{"src": "x"}'])
+    r = _cli("data", "validate", str(bad), "--json")
+    assert r.returncode == 1
+    out = json.loads(r.stdout)
+    assert out["bad"] == 1 and out["problems"][0]["line"] == 2 and out["problems"][0]["field"] == "tgt"
+    r = _cli("data", "validate", str(bad))
+    assert f"{bad}:2 [tgt] error: missing field" in r.stdout
+
+    al = _jsonl(tmp_path / "al.jsonl", ALPACA)
+    r = _cli("data", "convert", str(al), str(tmp_path / "conv.json"), "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["written"] == 3
+    r = _cli("data", "import", str(al), "--name", "cli-ds", "--dev-ratio", "0.34", "--json",
+             env={"PADDLE_STUDIO_HOME": str(workspace_home)})
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["dev"] == 1
+    r = _cli("data", "import", str(al), "--name", "../x", env={"PADDLE_STUDIO_HOME": str(workspace_home)})
+    assert r.returncode == 2 and "not allowed" in r.stderr
