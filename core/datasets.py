@@ -42,6 +42,7 @@ MESSAGES = {
     "missing_field": "missing field",
     "wrong_type": "expected {expected}, got {got}",
     "turns_mismatch": "src has {src} turns but tgt has {tgt}",
+    "mixed_types": "src and tgt must both be strings or both be lists",
     "empty_text": "empty text",
     "bad_role": "unknown role {role!r}; expected one of {expected}",
     "bad_order": "turns must alternate user then assistant; found {role!r} at position {index}",
@@ -184,8 +185,10 @@ def check_src_tgt(rec) -> tuple[int, list[RecordError]]:
             problems.append(
                 RecordError(name, "wrong_type", expected="string or list of strings", got=type(v).__name__)
             )
-    if "src" in turns and "tgt" in turns and turns["src"] != turns["tgt"]:
-        if isinstance(rec["src"], list) or isinstance(rec["tgt"], list):
+    if "src" in turns and "tgt" in turns:
+        if isinstance(rec["src"], list) != isinstance(rec["tgt"], list):
+            problems.append(RecordError("src/tgt", "mixed_types"))
+        elif turns["src"] != turns["tgt"]:
             problems.append(RecordError("src/tgt", "turns_mismatch", src=turns["src"], tgt=turns["tgt"]))
     return max(turns.values(), default=0), problems
 

@@ -14,3 +14,21 @@ def workspace_home(tmp_path, monkeypatch):
     home = tmp_path / "ws"
     monkeypatch.setenv("PADDLE_STUDIO_HOME", str(home))
     return home
+
+
+@pytest.fixture(scope="session")
+def demo_home():
+    """A workspace holding the demo dataset and model, built once by the real CLI.
+
+    Cached under .cache/demo-ws (git-ignored) so repeated local runs skip the ~100 s build;
+    treat it as read-only in tests.
+    """
+    import subprocess
+
+    home = ROOT / ".cache" / "demo-ws"
+    env = {**os.environ, "PADDLE_STUDIO_HOME": str(home)}
+    r = subprocess.run(
+        [sys.executable, "-m", "core.cli", "demo", "init", "--json"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    return home

@@ -48,6 +48,7 @@ def test_good_file_single_and_multi_turn(tmp_path):
         ('{"src": 3, "tgt": "b"}', "src", "wrong_type"),
         ('{"src": ["a", 5], "tgt": ["b", "c"]}', "src[1]", "wrong_type"),
         ('{"src": ["a", "b"], "tgt": ["c"]}', "src/tgt", "turns_mismatch"),
+        ('{"src": "a", "tgt": ["c"]}', "src/tgt", "mixed_types"),
         ('{"src": "  ", "tgt": "b"}', "src", "empty_text"),
         ('{"src": ["a", ""], "tgt": ["b", "c"]}', "src[1]", "empty_text"),
     ],

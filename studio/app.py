@@ -1,0 +1,137 @@
+"""The studio: builds the Blocks from the tab modules, the zh/en switch, bind/auth rules, launch.
+
+Start-up stays light: paddle and paddlenlp are never imported here; tabs import engine
+modules whose heavy parts load inside functions, in the handler that needs them.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import gradio as gr
+
+from core import system, workspace
+from studio.locales import LANGS, t
+
+ASSETS = Path(__file__).resolve().parents[1] / "assets"
+LANG_CHOICES = [("English", "en"), ("中文", "zh")]
+
+
+@dataclass
+class Ctx:
+    """What every tab builder gets: the language control and the translatable components."""
+
+    lang: gr.Radio
+    initial_lang: str = "en"
+    # (component, locale key, update keyword: "label" | "value" | "info", format around the text)
+    texts: list = field(default_factory=list)
+    # events to re-run after a language switch so messages follow: (fn, inputs, outputs)
+    relocalize: list = field(default_factory=list)
+    # events to run on every page load, so a reload shows the workspace as it is now
+    on_load: list = field(default_factory=list)
+
+    def tr(self, component, key: str, attr: str = "label", fmt: str = "{}"):
+        """Register ``component`` so its ``attr`` follows the language switch; returns it."""
+        self.texts.append((component, key, attr, fmt))
+        return component
+
+    def heading(self, key: str):
+        """A section heading that follows the language switch."""
+        return self.tr(gr.Markdown("### " + self.text(key)), key, "value", "### {}")
+
+    def text(self, key: str) -> str:
+        return t(key, self.initial_lang)
+
+
+def _header(lang: str) -> str:
+    info = system.info()
+    missing = t("app.not_installed", lang)
+    device = t("device.gpu", lang, names=", ".join(info["gpus"])) if info["gpus"] else t("device.cpu", lang)
+    return (
+        f"## {t('app.title', lang)}\n{t('app.subtitle', lang)}  \n"
+        f"<span id='studio-versions'>{t('app.versions', lang, paddle=info['paddle'] or missing, paddlenlp=info['paddlenlp'] or missing, device=device)}"
+        f" · {t('app.workspace', lang, path=workspace.home())}</span>"
+    )
+
+
+def build_app(lang: str = "en") -> gr.Blocks:
+    from studio.tabs.dataset import build_dataset_tab
+
+    with gr.Blocks(title=t("app.title", lang)) as demo:
+        with gr.Row():
+            header = gr.Markdown(_header(lang), elem_id="studio-header")
+            lang_radio = gr.Radio(
+                LANG_CHOICES, value=lang, label=t("app.language", lang), scale=0, min_width=220, elem_id="lang-switch"
+            )
+        ctx = Ctx(lang=lang_radio, initial_lang=lang)
+        ctx.tr(lang_radio, "app.language")
+        with gr.Tabs():
+            build_dataset_tab(ctx)
+
+        comps = [c for c, _, _, _ in ctx.texts]
+
+        def switch(new_lang):
+            updates = [gr.update(value=_header(new_lang))]
+            for _, key, attr, fmt in ctx.texts:
+                updates.append(gr.update(**{attr: fmt.format(t(key, new_lang))}))
+            return updates
+
+        ev = lang_radio.change(switch, inputs=lang_radio, outputs=[header, *comps], queue=False)
+        for fn, inputs, outputs in ctx.relocalize:
+            ev.then(fn, inputs=inputs, outputs=outputs)
+        for fn, inputs, outputs in ctx.on_load:
+            demo.load(fn, inputs=inputs, outputs=outputs)
+    return demo
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, auth: str | None) -> tuple[str, str] | None:
+    """Return the (user, password) pair; refuse a non-loopback bind without auth (ValueError)."""
+    pair = None
+    if auth:
+        user, sep, password = auth.partition(":")
+        if not sep or not user or not password:
+            raise ValueError("--auth must be USER:PASS with both parts non-empty")
+        pair = (user, password)
+    if not _is_loopback(host) and pair is None:
+        raise ValueError(
+            f"refusing to bind {host}: the studio can start training and read files, so binding beyond "
+            "loopback needs --auth USER:PASS (or use --host 127.0.0.1 and an SSH tunnel)"
+        )
+    return pair
+
+
+def main(host: str = "127.0.0.1", port: int = 7860, auth: str | None = None, lang: str = "en") -> int:
+    try:
+        pair = check_bind(host, auth)
+    except ValueError as e:
+        sys.stderr.write(f"paddle-studio: {e}\n")
+        return 2
+    if lang not in LANGS:
+        lang = "en"
+    workspace.home().mkdir(parents=True, exist_ok=True)
+    demo = build_app(lang)
+    demo.queue(default_concurrency_limit=4)
+    demo.launch(
+        server_name=host,
+        server_port=port,
+        auth=pair,
+        show_error=True,
+        footer_links=["api"],
+        css_paths=[ASSETS / "studio.css"],
+        allowed_paths=[str(workspace.home())],
+        quiet=False,
+        ssr_mode=False,
+    )
+    return 0

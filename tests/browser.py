@@ -1,0 +1,75 @@
+"""Helpers for the browser tests: start a real studio process and a headless Debian chromium."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = os.environ.get("STUDIO_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Studio:
+    """`paddle-studio ui` in a subprocess on a free loopback port, output to a log file."""
+
+    def __init__(self, home: Path, log: Path, lang: str = "en"):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/"
+        self.log = open(log, "wb")
+        env = {**os.environ, "PADDLE_STUDIO_HOME": str(home)}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "core.cli", "ui", "--port", str(self.port), "--lang", lang],
+            cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"studio exited with {self.proc.returncode}: {Path(log).read_text()[-2000:]}")
+            try:
+                urllib.request.urlopen(self.url, timeout=1)
+                return
+            except OSError:
+                time.sleep(0.2)
+        raise TimeoutError("studio did not answer within 60 s")
+
+    def close(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+def launch_browser(p):
+    return p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+
+
+def wait_text(locator, text: str, timeout: float = 20.0) -> str:
+    """Wait until ``text`` appears in the element's visible text (whitespace collapsed)."""
+    deadline = time.time() + timeout
+    seen = ""
+    while time.time() < deadline:
+        try:
+            seen = " ".join(locator.inner_text(timeout=1000).split())
+        except Exception:  # noqa: BLE001 - element not rendered yet
+            seen = ""
+        if text in seen:
+            return seen
+        time.sleep(0.1)
+    raise AssertionError(f"{text!r} did not appear; last text: {seen[:500]!r}")

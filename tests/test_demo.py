@@ -1,0 +1,68 @@
+"""The demo workspace: deterministic data, a working tokenizer with its chat template, a tiny model."""
+
+import json
+import subprocess
+import sys
+
+from core import datasets, demo
+
+
+def test_generator_is_deterministic_bilingual_and_checkable():
+    a, b = demo.generate_records(500, seed=3), demo.generate_records(500, seed=3)
+    assert a == b and a != demo.generate_records(500, seed=4)
+    assert len({json.dumps(r, sort_keys=True) for r in a}) == 500
+    multi = [r for r in a if isinstance(r["src"], list)]
+    assert multi and all(len(r["src"]) == len(r["tgt"]) == 2 for r in multi)
+    texts = " ".join(str(r["src"]) for r in a)
+    assert "类型#" in texts and "type#" in texts and "计算" in texts and "What is" in texts
+    for r in a:  # answers are exactly derivable from the question
+        if isinstance(r["src"], str) and r["src"].startswith("What is") and " plus " in r["src"]:
+            x, y = r["src"][8:-1].split(" plus ")
+            assert r["tgt"] == f"{x} + {y} = {int(x) + int(y)}"
+        if isinstance(r["src"], str) and r["src"].startswith("Reverse the order"):
+            assert r["tgt"].split() == r["src"].split(": ")[1].split()[::-1]
+
+
+def test_demo_init_builds_everything_and_is_idempotent(demo_home):
+    ds = demo_home / "datasets" / "demo"
+    model = demo_home / "models" / "demo-base"
+    rep = datasets.validate(ds)
+    assert rep.ok and rep.good == 3200 and rep.multi_turn > 100 and rep.duplicates == 0
+    info = json.loads((model / "studio_model.json").read_text())
+    assert 1_000_000 < info["parameters"] < 10_000_000
+    assert info["pretrain"]["last_loss"] < info["pretrain"]["first_loss"] / 3
+    cfg = json.loads((model / "tokenizer_config.json").read_text())
+    assert cfg["chat_template"] == demo.CHAT_TEMPLATE
+    assert (model / "model.safetensors").is_file() and (model / "config.json").is_file()
+    before = (ds / "train.json").stat().st_mtime_ns, (model / "model.safetensors").stat().st_mtime_ns
+    r = subprocess.run(
+        [sys.executable, "-m", "core.cli", "demo", "init", "--json"],
+        env={"PADDLE_STUDIO_HOME": str(demo_home), "PATH": "/usr/bin:/bin"}, capture_output=True, text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["created"] == []
+    assert before == ((ds / "train.json").stat().st_mtime_ns, (model / "model.safetensors").stat().st_mtime_ns)
+
+
+def test_tokenizer_round_trips_bilingual_text_and_template(demo_home):
+    tok = datasets.load_tokenizer(demo_home / "models" / "demo-base")
+    for s in ["这款裙子是蓝色的，风格清新。", "What is 12 plus 7?", "17 - 3 = 14"]:
+        ids = tok.encode(s, add_special_tokens=False)["input_ids"]
+        assert tok.decode(ids).strip() == s
+    prompt = tok.apply_chat_template([{"role": "user", "content": "计算 1 + 2 等于多少？"}], tokenize=False)
+    assert prompt == "<|user|>计算 1 + 2 等于多少？\n<|assistant|>"
+
+
+def test_token_stats_histograms_and_truncation(demo_home, tmp_path):
+    f = tmp_path / "d.json"
+    recs = [{"src": "What is 1 plus 2?", "tgt": "1 + 2 = 3"}, {"src": ["计算 1 + 2 等于多少？", "再加 3 呢？"], "tgt": ["1 + 2 = 3", "3 + 3 = 6"]}]
+    f.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs), encoding="utf-8")
+    tok = datasets.load_tokenizer(demo_home / "models" / "demo-base")
+    n = lambda s: len(tok.encode(s, add_special_tokens=False)["input_ids"])  # noqa: E731
+    st = datasets.token_stats(f, demo_home / "models" / "demo-base", src_length=8, max_length=12, bins=5)
+    want_src = [n("What is 1 plus 2?"), n("计算 1 + 2 等于多少？") + n("1 + 2 = 3") + 1 + n("再加 3 呢？")]
+    want_total = [want_src[0] + n("1 + 2 = 3") + 1, want_src[1] + n("3 + 3 = 6") + 1]
+    assert st["records"] == 2 and st["src"]["max"] == max(want_src) and st["total"]["max"] == max(want_total)
+    assert sum(st["src"]["counts"]) == 2 and len(st["src"]["edges"]) == 6
+    assert st["truncated_src"] == sum(x > 8 for x in want_src)
+    assert st["truncated_total"] == sum(x > 12 for x in want_total)
