@@ -335,34 +335,6 @@ def to_src_tgt(rec, fmt: str) -> dict:
 # ---------------------------------------------------------------- streaming reader
 
 
-@dataclass
-class Line:
-    number: int
-    raw: bytes | None  # None when the line was too long and skipped
-    length: int
-
-
-def _iter_lines(f, max_line_bytes: int) -> Iterator[Line]:
-    readline = f.readline
-    limit = max_line_bytes + 2
-    n = 0
-    while True:
-        raw = readline(limit)
-        if not raw:
-            return
-        n += 1
-        if len(raw) == limit and not raw.endswith(b"\n"):
-            length = len(raw)
-            while True:
-                chunk = readline(1 << 20)
-                length += len(chunk)
-                if not chunk or chunk.endswith(b"\n"):
-                    break
-            yield Line(n, None, length)
-            continue
-        yield Line(n, raw, len(raw))
-
-
 def _first_byte(path: Path) -> bytes:
     with open(path, "rb") as f:
         head = f.read(4096)
@@ -374,6 +346,7 @@ def _is_json_array(path: Path) -> bool:
 
 
 MAX_ARRAY_BYTES = 256 * 1024 * 1024
+_SCAN_ONCE = json.JSONDecoder().scan_once
 
 
 def _iter_parsed(path: Path, max_line_bytes: int, problems: list):
@@ -403,31 +376,55 @@ def _iter_parsed(path: Path, max_line_bytes: int, problems: list):
         for i, item in enumerate(items):
             yield (None, f"[{i}]"), item
         return
+    scan = _SCAN_ONCE
+    limit = max_line_bytes + 2
     with open(fname, "rb") as f:
-        for ln in _iter_lines(f, max_line_bytes):
-            raw = ln.raw
-            if raw is None:
-                problems.append((ln.number, "", "line_too_long", {"length": ln.length, "limit": max_line_bytes}))
+        readline = f.readline
+        number = 0
+        while True:
+            raw = readline(limit)  # bounded: a huge line never sits in memory whole
+            if not raw:
+                return
+            number += 1
+            if len(raw) == limit and raw[-1:] != b"\n":
+                length = len(raw)
+                while True:
+                    chunk = readline(1 << 20)
+                    length += len(chunk)
+                    if not chunk or chunk[-1:] == b"\n":
+                        break
+                problems.append((number, "", "line_too_long", {"length": length, "limit": max_line_bytes}))
                 continue
-            if ln.number == 1 and raw.startswith(BOM):
+            if number == 1 and raw.startswith(BOM):
                 problems.append((1, "", "bom", {}))
                 raw = raw[3:]
             if raw.endswith(b"\r\n"):
-                problems.append((ln.number, "", "crlf", {}))
+                problems.append((number, "", "crlf", {}))
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                problems.append((ln.number, "", "not_utf8", {"position": e.start + 1}))
-                continue
-            if not text.strip():
-                problems.append((ln.number, "", "blank_line", {}))
+                problems.append((number, "", "not_utf8", {"position": e.start + 1}))
                 continue
             try:
-                value = json.loads(text)
+                # scan_once is json.loads without its per-call wrapper; it needs no leading
+                # whitespace and we check that only whitespace follows the value.
+                value, end = scan(text, 0)
+                if end != len(text) and not text[end:].isspace():
+                    raise json.JSONDecodeError("Extra data", text, end)
+            except StopIteration:
+                if not text.strip():
+                    problems.append((number, "", "blank_line", {}))
+                    continue
+                # leading whitespace, or not JSON at all: let json.loads give its own message
+                try:
+                    value = json.loads(text)
+                except json.JSONDecodeError as e2:
+                    problems.append((number, "", "invalid_json", {"detail": e2.msg, "column": e2.colno}))
+                    continue
             except json.JSONDecodeError as e:
-                problems.append((ln.number, "", "invalid_json", {"detail": e.msg, "column": e.colno}))
+                problems.append((number, "", "invalid_json", {"detail": e.msg, "column": e.colno}))
                 continue
-            yield ln.number, value
+            yield number, value
 
 
 def _where(key) -> tuple[int | None, str]:
@@ -509,36 +506,59 @@ def validate(
         raise DatasetError("unknown_format", fmt=fmt, expected=", ".join(FORMATS))
     rep = Report(files=[str(f) for f in files], format=fmt)
     hashes = array("q")  # one hash per good record, for duplicate counting at the end
-    wfile = array("q")  # file index and line of each hash (parallel arrays: 8 bytes each)
-    wline = array("q")
+    lines = array("q")  # the line of each hash (0 for a JSON-array item)
+    file_starts = []  # index into hashes where each file begins
     convert = None if fmt == "paddlenlp" else _CONVERTERS[fmt]
 
     def add(fname, line, fld, code, params):
         rep.by_code[code] = rep.by_code.get(code, 0) + 1
         if code in WARNING_CODES:
             rep.warnings += 1
-            # one listing per warning code per file is enough; counts are in by_code
-            if rep.by_code[code] > 1:
+            if rep.by_code[code] > 1:  # list a warning once; counts are in by_code
                 return
         if len(rep.problems) < max_errors:
             rep.problems.append(Problem(fname, line, fld, code, params))
         else:
             rep.problems_omitted += 1
 
-    for fi, f in enumerate(files):
+    str_ = str
+    for f in files:
         fname = str(f)
         rep.bytes += f.stat().st_size
+        file_starts.append(len(hashes))
         line_problems: list = []
-        seen_lines = 0
+        flushed = 0
         for key, value in _iter_parsed(f, max_line_bytes, line_problems):
-            # flush line-level problems found before this record, in order
-            if line_problems:
-                for lp in line_problems[seen_lines:]:
+            if len(line_problems) != flushed:  # line-level problems before this record, in order
+                for lp in line_problems[flushed:]:
                     _count_bad_line(rep, lp)
                     add(fname, *lp)
-                seen_lines = len(line_problems)
-            line, prefix = _where(key)
+                flushed = len(line_problems)
             rep.records += 1
+            # fast path: a plain single-turn record with two non-blank strings
+            if convert is None and type(value) is dict:
+                src = value.get("src")
+                tgt = value.get("tgt")
+                if type(src) is str_ and type(tgt) is str_ and src and tgt and not src.isspace() and not tgt.isspace():
+                    rep.good += 1
+                    if "system" in value:
+                        rep.with_system += 1
+                    hashes.append(hash((src, tgt)))
+                    lines.append(key)
+                    continue
+                if (
+                    type(src) is list and type(tgt) is list and len(src) == len(tgt) > 0
+                    and _all_text(src) and _all_text(tgt)
+                ):
+                    rep.good += 1
+                    if len(src) > 1:
+                        rep.multi_turn += 1
+                    if "system" in value:
+                        rep.with_system += 1
+                    hashes.append(hash((tuple(src), tuple(tgt))))
+                    lines.append(key)
+                    continue
+            line, prefix = _where(key)
             try:
                 rec = value if convert is None else (convert(value) if isinstance(value, dict) else _not_object(value))
                 turns, errs = check_src_tgt(rec)
@@ -559,14 +579,20 @@ def validate(
             hashes.append(
                 hash((src if isinstance(src, str) else tuple(src), tgt if isinstance(tgt, str) else tuple(tgt)))
             )
-            wfile.append(fi)
-            wline.append(line or 0)
-        for lp in line_problems[seen_lines:]:
+            lines.append(line or 0)
+        for lp in line_problems[flushed:]:
             _count_bad_line(rep, lp)
             add(fname, *lp)
-    _find_duplicates(rep, hashes, wfile, wline, files)
+    _find_duplicates(rep, hashes, lines, file_starts, files)
     rep.seconds = time.perf_counter() - t0
     return rep
+
+
+def _all_text(items: list) -> bool:
+    for x in items:
+        if type(x) is not str or not x or x.isspace():
+            return False
+    return True
 
 
 def _not_object(value):
@@ -581,27 +607,30 @@ def _count_bad_line(rep: Report, lp) -> None:
         rep.bad += 1
 
 
-def _find_duplicates(rep: Report, hashes: array, wfile: array, wline: array, files, examples: int = 10) -> None:
+def _find_duplicates(rep: Report, hashes: array, lines: array, file_starts: list, files, examples: int = 10) -> None:
+    """Count records equal to an earlier one: sort the hashes (8 bytes a record), compare neighbours."""
     if len(hashes) < 2:
         return
     import numpy as np
 
     h = np.frombuffer(hashes, dtype=np.int64)
-    order = np.argsort(h, kind="stable")
+    order = np.argsort(h, kind="stable")  # stable: within equal hashes, file order is kept
     hs = h[order]
     same = hs[1:] == hs[:-1]
     rep.duplicates = int(same.sum())
-    if rep.duplicates:
-        idx = np.nonzero(same)[0][:examples]
-        fa = np.frombuffer(wfile, dtype=np.int64)
-        la = np.frombuffer(wline, dtype=np.int64)
-        for i in idx:
-            # the first occurrence of this hash run
-            j = i
-            while j > 0 and hs[j - 1] == hs[i]:
-                j -= 1
-            a, b = order[j], order[i + 1]
-            rep.duplicate_examples.append([str(files[fa[b]]), int(la[b]), str(files[fa[a]]), int(la[a])])
+    if not rep.duplicates:
+        return
+    starts = np.array(file_starts)
+    la = np.frombuffer(lines, dtype=np.int64)
+
+    def where(i):
+        return str(files[int(np.searchsorted(starts, i, side="right")) - 1]), int(la[i])
+
+    for i in np.nonzero(same)[0][:examples]:
+        j = i
+        while j > 0 and hs[j - 1] == hs[i]:
+            j -= 1
+        rep.duplicate_examples.append([*where(order[i + 1]), *where(order[j])])
 
 
 # ---------------------------------------------------------------- reading records
