@@ -119,6 +119,178 @@ def cmd_data_list(a) -> int:
     return 0
 
 
+def _load_run_config(path: str, name: str | None = None):
+    """A PaddleNLP argument JSON, a run preset file, or a preset name -> RunConfig."""
+    import json
+    from pathlib import Path
+
+    from core import config
+
+    p = Path(path)
+    if not p.is_file() and (config.PRESETS_DIR / "runs" / f"{path}.json").is_file():
+        cfg = config.load_preset(path)
+    else:
+        d = json.loads(p.read_text(encoding="utf-8"))
+        if "method" in d and "config" in d and p.parent.name == "runs":
+            cfg = config.load_preset(p.stem)
+        else:  # a PaddleNLP argument JSON; the studio's saved configs add their launch settings
+            parallel = d.pop("studio_parallel", None)
+            method = d.pop("studio_method", None)
+            cfg = config.RunConfig.from_paddlenlp(d, name=p.stem, parallel=parallel)
+            if method:
+                cfg.method.method = method
+    if name:
+        cfg.name = name
+    return cfg
+
+
+def _apply_parallel(cfg, a) -> None:
+    p = cfg.parallel
+    if a.nproc:
+        p.nproc = a.nproc
+    if a.devices:
+        p.devices = a.devices
+    if a.nnodes:
+        p.nnodes = a.nnodes
+    if a.master:
+        p.master = a.master
+    if a.rank is not None:
+        p.rank = a.rank
+
+
+def cmd_config_check(a) -> int:
+    from core import config
+
+    cfg = _load_run_config(a.config)
+    problems = config.check(cfg)
+    if a.json:
+        _print_json({"ok": not problems, "problems": [{**p, "message": config.check_message(p)} for p in problems]})
+    else:
+        for p in problems:
+            print(f"{p['field'] or '-'}: {config.check_message(p)}")
+        print("ok" if not problems else f"{len(problems)} problem(s)")
+    return 0 if not problems else 1
+
+
+def _follow(run_id: str, as_json: bool) -> int:
+    """Print metrics as they arrive until the run ends; Ctrl-C stops the run."""
+    import time
+
+    from core import runs
+
+    offset = 0
+    try:
+        while True:
+            recs, offset = runs.read_metrics(run_id, offset)
+            if not as_json:
+                for r in recs:
+                    if "loss" in r:
+                        print(f"step {r['step']}/{r.get('max_steps')} loss {r['loss']:.4f} lr {r.get('lr', 0):.2e}"
+                              + (f" eta {r['eta']:.0f}s" if r.get("eta") is not None else ""), flush=True)
+                    if "eval_loss" in r:
+                        print(f"step {r['step']} eval_loss {r['eval_loss']:.4f} ppl {r.get('eval_ppl', 0):.3f}", flush=True)
+            st = runs.status(run_id)
+            if st.get("state") not in runs.ACTIVE:
+                recs, offset = runs.read_metrics(run_id, offset)
+                break
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        sys.stderr.write(f"stopping {run_id}\n")
+        st = runs.stop(run_id)
+    if as_json:
+        _print_json(runs.show(run_id))
+    else:
+        print(f"run {run_id}: {st['state']}" + (f" ({st.get('reason')})" if st.get("reason") else ""))
+    return 0 if st.get("state") == "succeeded" else 1
+
+
+def cmd_train(a) -> int:
+    from core import config, runs
+
+    cfg = _load_run_config(a.config, a.name)
+    _apply_parallel(cfg, a)
+    problems = config.check(cfg)
+    if problems:
+        for p in problems:
+            sys.stderr.write(f"paddle-studio: {p['field'] or '-'}: {config.check_message(p)}\n")
+        return 1
+    run_id = runs.create(cfg)
+    st = runs.start(run_id)
+    if a.detach:
+        if a.json:
+            _print_json({"run_id": run_id, "status": st, "dir": str(runs.run_dir(run_id))})
+        else:
+            print(f"{run_id} {st['state']}  ({runs.run_dir(run_id)})")
+        return 0
+    if not a.json:
+        print(f"run {run_id} {st['state']}: {runs.run_dir(run_id)}")
+    return _follow(run_id, a.json)
+
+
+def cmd_runs(a) -> int:
+    from core import runs
+
+    if a.runs_verb == "list":
+        items = runs.list_runs()
+        if a.json:
+            _print_json({"runs": items})
+        else:
+            for r in items:
+                p = r["progress"]
+                loss = f"{p['loss']:.4f}" if p["loss"] is not None else "-"
+                print(f"{r['run_id']:40} {r['status'].get('state', '?'):10} {p['step']}/{p['max_steps']} loss {loss}")
+        return 0
+    if a.runs_verb == "show":
+        out = runs.show(a.run)
+        if a.json:
+            _print_json(out)
+        else:
+            st, p = out["status"], out["progress"]
+            print(f"{a.run}: {st.get('state')} step {p['step']}/{p['max_steps']} loss {p['loss']} eval_loss {p['eval_loss']}")
+            print(f"dir: {out['dir']}\ncommand: {' '.join(out['command'])}")
+            if st.get("reason"):
+                print(f"reason: {st['reason']}")
+        return 0
+    if a.runs_verb == "stop":
+        st = runs.stop(a.run)
+    elif a.runs_verb == "resume":
+        st = runs.resume(a.run)
+    else:  # continue
+        st = runs.continue_run(a.run, epochs=a.epochs, steps=a.steps)
+    if a.json:
+        _print_json({"run_id": a.run, "status": st})
+    else:
+        print(f"{a.run}: {st.get('state')}")
+    if a.runs_verb in ("resume", "continue") and a.follow:
+        return _follow(a.run, a.json)
+    return 0
+
+
+def cmd_merge(a) -> int:
+    from core import merge
+
+    log = (lambda m: sys.stderr.write(m + "\n")) if a.json else print
+    out = merge.merge(a.base, a.adapter, a.out, log=log)
+    if a.json:
+        _print_json(out)
+    else:
+        print(f"merged into {out['out']}; max |merged - adapter| logits = {out['check']['max_abs_diff']:.3g}")
+    return 0
+
+
+def cmd_eval(a) -> int:
+    from core import evaluate
+
+    res = evaluate.evaluate(a.model, a.adapter, a.data, limit=a.limit, max_new_tokens=a.max_new_tokens,
+                            src_length=a.src_length, max_length=a.max_length, with_generation=not a.no_generation)
+    if a.json:
+        _print_json(res)
+    else:
+        keys = ["eval_loss", "perplexity", "token_accuracy", "exact_match", "bleu4", "rouge_l"]
+        print("  ".join(f"{k} {res[k]:.4f}" for k in keys if k in res) + f"  ({res['records']} records, {res['seconds']} s)")
+    return 0
+
+
 # ---------------------------------------------------------------- parser
 
 
@@ -176,6 +348,56 @@ def build_parser() -> argparse.ArgumentParser:
     dl = data.add_parser("list", help="datasets in the workspace")
     dl.add_argument("--json", action="store_true")
     dl.set_defaults(func=cmd_data_list)
+
+    cfg = sub.add_parser("config", help="run configs").add_subparsers(dest="config_verb", required=True)
+    cc = cfg.add_parser("check", help="report every problem of a config without running it")
+    cc.add_argument("config", help="PaddleNLP argument JSON, a presets/runs/*.json file or a preset name")
+    cc.add_argument("--json", action="store_true")
+    cc.set_defaults(func=cmd_config_check)
+
+    t = sub.add_parser("train", help="launch a run (paddle.distributed.launch)")
+    t.add_argument("config", help="PaddleNLP argument JSON, a presets/runs/*.json file or a preset name")
+    t.add_argument("--name")
+    t.add_argument("--nproc", type=int, help="processes on this machine (CPU data parallel)")
+    t.add_argument("--devices", help="GPU ids, e.g. 0,1")
+    t.add_argument("--nnodes", type=int)
+    t.add_argument("--master", help="host:port of rank 0 (multi-node)")
+    t.add_argument("--rank", type=int, help="this node's rank (multi-node)")
+    t.add_argument("--detach", action="store_true", help="return at once; the run goes on")
+    t.add_argument("--json", action="store_true")
+    t.set_defaults(func=cmd_train)
+
+    r = sub.add_parser("runs", help="runs in the workspace").add_subparsers(dest="runs_verb", required=True)
+    for verb in ("list", "show", "stop", "resume", "continue"):
+        q = r.add_parser(verb)
+        if verb != "list":
+            q.add_argument("run")
+        if verb in ("resume", "continue"):
+            q.add_argument("--follow", action="store_true", help="print metrics until it ends")
+        if verb == "continue":
+            q.add_argument("--epochs", type=float, help="more epochs (default 1)")
+            q.add_argument("--steps", type=int, help="more steps (runs that count steps)")
+        q.add_argument("--json", action="store_true")
+        q.set_defaults(func=cmd_runs)
+
+    m = sub.add_parser("merge", help="fold an adapter into its base; checks logits")
+    m.add_argument("--base", help="base model folder (default: recorded beside the adapter)")
+    m.add_argument("--adapter", required=True)
+    m.add_argument("--out", required=True)
+    m.add_argument("--json", action="store_true")
+    m.set_defaults(func=cmd_merge)
+
+    e = sub.add_parser("eval", help="eval loss, perplexity, token accuracy, exact match, BLEU-4, ROUGE-L on dev")
+    e.add_argument("--model", help="model folder (default with --adapter: its recorded base)")
+    e.add_argument("--adapter")
+    e.add_argument("--data", required=True, help="a dev file or a dataset folder")
+    e.add_argument("--limit", type=int)
+    e.add_argument("--max-new-tokens", type=int, default=64)
+    e.add_argument("--src-length", type=int, default=1024)
+    e.add_argument("--max-length", type=int, default=2048)
+    e.add_argument("--no-generation", action="store_true")
+    e.add_argument("--json", action="store_true")
+    e.set_defaults(func=cmd_eval)
     return p
 
 

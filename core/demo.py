@@ -4,14 +4,16 @@
 skipped), downloads nothing and takes well under three minutes on two CPU cores.
 
 Dataset tasks have exactly checkable answers:
+- ``translate``: a colour and a noun, ``翻译成英文：红色的苹果`` -> ``red apple`` and back;
 - ``attr``: ``类型#裙*颜色#蓝色*风格#清新`` -> a sentence built from the attributes (zh and en);
 - ``arith``: small additions and subtractions, asked in zh or en;
 - ``words``: put a list of words in reverse order (zh and en);
 - ``multi``: two-turn arithmetic where the second question refers to the first answer.
 
-The base model is pretrained only on the questions and answers as separate, unpaired
-sentences, so it writes the corpus' language but has never seen the chat template nor a
-question followed by its answer: it does not solve the tasks until fine-tuned.
+The base model is pretrained on plain text only: the questions and answers as separate
+sentences, and other records of the same kinds as ``question => answer`` lines (never a
+dev record). It knows the domain, as a base LLM knows facts, but it has never seen the chat
+template: asked in the chat format it does not answer until it is fine-tuned.
 """
 
 from __future__ import annotations
@@ -96,6 +98,25 @@ def _words(rng: random.Random) -> dict:
     return {"src": "Reverse the order of these words: " + " ".join(ws), "tgt": " ".join(reversed(ws))}
 
 
+ZH_EN_NOUNS = dict(zip(ZH_WORDS + ["书", "杯子", "椅子", "汽车", "鸟", "花", "桌子", "门"],
+                       EN_WORDS + ["book", "cup", "chair", "car", "bird", "flower", "table", "door"]))
+ZH_EN_COLORS = dict(zip(ZH_COLORS, EN_COLORS))
+
+
+def _translate(rng: random.Random) -> dict:
+    """A colour and a noun, zh -> en or en -> zh: a lookup at fixed places in the prompt."""
+    zc, zn = rng.choice(list(ZH_EN_COLORS)), rng.choice(list(ZH_EN_NOUNS))
+    zh, en = f"{zc}的{zn}", f"{ZH_EN_COLORS[zc]} {ZH_EN_NOUNS[zn]}"
+    k = rng.randrange(4)
+    if k == 0:
+        return {"src": f"翻译成英文：{zh}", "tgt": en}
+    if k == 1:
+        return {"src": f"“{zh}”用英文怎么说？", "tgt": en}
+    if k == 2:
+        return {"src": f"Translate to Chinese: {en}", "tgt": zh}
+    return {"src": f"How do you say \"{en}\" in Chinese?", "tgt": zh}
+
+
 def _multi(rng: random.Random) -> dict:
     a, b, c = rng.randint(0, 10), rng.randint(0, 10), rng.randint(0, 10)
     if rng.random() < 0.5:
@@ -112,7 +133,7 @@ def _multi(rng: random.Random) -> dict:
 def generate_records(n: int, seed: int) -> list[dict]:
     """``n`` distinct records, drawn deterministically from ``seed``."""
     rng = random.Random(seed)
-    makers = [(_attr, 0.4), (_arith, 0.3), (_words, 0.18), (_multi, 0.12)]
+    makers = [(_translate, 0.35), (_attr, 0.3), (_arith, 0.15), (_words, 0.1), (_multi, 0.1)]
     seen, out = set(), []
     tries = 0
     while len(out) < n and tries < n * 50:
@@ -161,12 +182,26 @@ def write_dataset(root: Path, seed: int, n_train: int = 3000, n_dev: int = 200) 
     return meta
 
 
-def _corpus_lines(records: list[dict]) -> list[str]:
-    """Questions and answers as separate sentences: no pairing, no template."""
+def _corpus_lines(records: list[dict], seed: int, exclude: list[dict], n_plain: int = 3000) -> list[str]:
+    """The pretraining corpus, with no chat template anywhere in it.
+
+    - the dataset's questions and answers as separate, unpaired sentences;
+    - ``n_plain`` further records drawn with another seed (none of them a dev record), as
+      plain text ``question => answer``: the model learns the domain the way a base LLM
+      learns facts from the web, but has never seen the chat format it is asked in.
+    """
     lines = []
     for r in records:
         for x in (r["src"], r["tgt"]):
             lines.extend(x if isinstance(x, list) else [x])
+    banned = {json.dumps(r, ensure_ascii=False, sort_keys=True) for r in exclude}
+    for r in generate_records(n_plain + len(banned), seed + 1):
+        if json.dumps(r, ensure_ascii=False, sort_keys=True) in banned:
+            continue
+        src, tgt = (r["src"], r["tgt"]) if isinstance(r["src"], list) else ([r["src"]], [r["tgt"]])
+        lines.append(" ".join(f"{q} => {a}" for q, a in zip(src, tgt)))
+        if len(lines) >= n_plain + 2 * len(records):
+            break
     return lines
 
 
@@ -212,6 +247,7 @@ def _spm_train(spm, text: Path, out_dir: Path, vocab_size: int, seed: int) -> No
         pad_piece="<pad>",
         user_defined_symbols=[USER_TOKEN, ASSISTANT_TOKEN, SYSTEM_TOKEN],
         split_digits=True,
+        max_sentencepiece_length=4,  # short pieces: answers reuse the prompt's tokens
         normalization_rule_name="identity",  # keep full-width punctuation as written
         hard_vocab_limit=False,
         num_threads=1,
@@ -222,7 +258,8 @@ def _spm_train(spm, text: Path, out_dir: Path, vocab_size: int, seed: int) -> No
 MODEL_SHAPE = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=4, num_attention_heads=4)
 
 
-def build_and_pretrain(tok, tok_dir: Path, corpus: list[str], out: Path, seed: int, steps: int, log=print) -> dict:
+def build_and_pretrain(tok, tok_dir: Path, corpus: list[str], out: Path, seed: int, steps: int, log=print,
+                       shape: dict | None = None, lr: float = 2e-3) -> dict:
     """A tiny LLaMA, briefly pretrained as a causal LM on the unpaired corpus sentences."""
     import numpy as np
     import paddle
@@ -240,7 +277,7 @@ def build_and_pretrain(tok, tok_dir: Path, corpus: list[str], out: Path, seed: i
         pad_token_id=tok.pad_token_id,
         tie_word_embeddings=False,
         use_flash_attention=False,
-        **MODEL_SHAPE,
+        **(shape or MODEL_SHAPE),
     )
     model = LlamaForCausalLM(cfg)
     n_params = sum(int(np.prod(p.shape)) for p in model.parameters())
@@ -254,7 +291,7 @@ def build_and_pretrain(tok, tok_dir: Path, corpus: list[str], out: Path, seed: i
     n_blocks = len(ids) // (block + 1)
     data = np.array(ids[: n_blocks * (block + 1)], dtype="int64").reshape(n_blocks, block + 1)
     opt = paddle.optimizer.AdamW(
-        learning_rate=paddle.optimizer.lr.CosineAnnealingDecay(2e-3, T_max=steps),
+        learning_rate=paddle.optimizer.lr.CosineAnnealingDecay(lr, T_max=steps),
         parameters=model.parameters(),
         weight_decay=0.01,
     )
@@ -283,7 +320,7 @@ def build_and_pretrain(tok, tok_dir: Path, corpus: list[str], out: Path, seed: i
             "name": DEMO_MODEL,
             "architecture": "LlamaForCausalLM",
             "parameters": n_params,
-            "shape": MODEL_SHAPE,
+            "shape": shape or MODEL_SHAPE,
             "vocab_size": len(tok),
             "pretrain": {
                 "steps": steps,
@@ -292,7 +329,7 @@ def build_and_pretrain(tok, tok_dir: Path, corpus: list[str], out: Path, seed: i
                 "first_loss": round(losses[0], 4),
                 "last_loss": round(sum(losses[-10:]) / min(10, len(losses)), 4),
                 "seconds": round(time.perf_counter() - t0, 1),
-                "corpus": "demo dataset questions and answers as separate sentences",
+                "corpus": "unpaired questions and answers + plain question => answer lines (no chat template, no dev record)",
             },
             "seed": seed,
             "demo_version": DEMO_VERSION,
@@ -332,8 +369,9 @@ def init(seed: int = 1234, steps: int = 200, log=print) -> dict:
         md = workspace.models_dir() / DEMO_MODEL
         if md.exists():
             raise FileExistsError(f"{md} exists but is not a finished demo model; move it away")
-        recs = [json.loads(l) for f in ("train.json", "dev.json") for l in (ds_root / DEMO_DATASET / f).open(encoding="utf-8")]
-        corpus = _corpus_lines(recs)
+        read = lambda f: [json.loads(l) for l in (ds_root / DEMO_DATASET / f).open(encoding="utf-8")]  # noqa: E731
+        train, dev = read("train.json"), read("dev.json")
+        corpus = _corpus_lines(train + dev, seed, exclude=dev)
         scratch = workspace.temp_dir_beside(workspace.models_dir() / ".demo-tokenizer")
         try:
             log("training tokenizer")

@@ -26,7 +26,7 @@ class Ctx:
 
     lang: gr.Radio
     initial_lang: str = "en"
-    # (component, locale key, update keyword: "label" | "value" | "info", format around the text)
+    # (component, update keyword: "label" | "value" | "info", text of a language: lang -> str)
     texts: list = field(default_factory=list)
     # events to re-run after a language switch so messages follow: (fn, inputs, outputs)
     relocalize: list = field(default_factory=list)
@@ -35,7 +35,12 @@ class Ctx:
 
     def tr(self, component, key: str, attr: str = "label", fmt: str = "{}"):
         """Register ``component`` so its ``attr`` follows the language switch; returns it."""
-        self.texts.append((component, key, attr, fmt))
+        self.texts.append((component, attr, lambda lang: fmt.format(t(key, lang))))
+        return component
+
+    def tr_fn(self, component, attr: str, text_of):
+        """Like tr, with the text computed by ``text_of(lang)``."""
+        self.texts.append((component, attr, text_of))
         return component
 
     def heading(self, key: str):
@@ -59,6 +64,9 @@ def _header(lang: str) -> str:
 
 def build_app(lang: str = "en") -> gr.Blocks:
     from studio.tabs.dataset import build_dataset_tab
+    from studio.tabs.merge import build_merge_tab
+    from studio.tabs.runs import build_runs_tab
+    from studio.tabs.train import build_train_tab
 
     with gr.Blocks(title=t("app.title", lang)) as demo:
         with gr.Row():
@@ -70,13 +78,16 @@ def build_app(lang: str = "en") -> gr.Blocks:
         ctx.tr(lang_radio, "app.language")
         with gr.Tabs():
             build_dataset_tab(ctx)
+            started = build_train_tab(ctx)
+            build_runs_tab(ctx, started)
+            build_merge_tab(ctx)
 
-        comps = [c for c, _, _, _ in ctx.texts]
+        comps = [c for c, _, _ in ctx.texts]
 
         def switch(new_lang):
             updates = [gr.update(value=_header(new_lang))]
-            for _, key, attr, fmt in ctx.texts:
-                updates.append(gr.update(**{attr: fmt.format(t(key, new_lang))}))
+            for _, attr, text_of in ctx.texts:
+                updates.append(gr.update(**{attr: text_of(new_lang)}))
             return updates
 
         ev = lang_radio.change(switch, inputs=lang_radio, outputs=[header, *comps], queue=False)

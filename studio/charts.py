@@ -38,3 +38,42 @@ def histogram_svg(title: str, hist: dict, limit: int | None, limit_label: str, w
         parts.append(f'<text x="{lx - 3:.1f}" y="{top + 6}" font-size="10" fill="#e15759" text-anchor="end">{escape(limit_label)}={limit}</text>')
     parts.append("</svg>")
     return "".join(parts)
+
+
+PALETTE = ["#4e79a7", "#e15759", "#59a14f", "#f28e2b", "#76b7b2", "#b07aa1"]
+
+
+def line_chart_svg(series: dict[str, list[tuple[float, float]]], title: str = "", width: int = 720, height: int = 280) -> str:
+    """Lines for named series of (x, y) points, with axes ranges and a legend.
+
+    Each series is a <path> carrying data-series and data-points, so a test can read it.
+    """
+    pts = [p for s in series.values() for p in s]
+    left, right, top, bottom = 48, 12, 24, 30
+    pw, ph = width - left - right, height - top - bottom
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="100%" viewBox="0 0 {width} {height}" class="studio-line" role="img" aria-label="{escape(title)}">']
+    if title:
+        parts.append(f'<text x="{left}" y="14" font-size="12" font-weight="600">{escape(title)}</text>')
+    parts.append(f'<line x1="{left}" y1="{top + ph}" x2="{left + pw}" y2="{top + ph}" stroke="#888"/>')
+    parts.append(f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + ph}" stroke="#888"/>')
+    if pts:
+        x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts)
+        y0, y1 = min(p[1] for p in pts), max(p[1] for p in pts)
+        xs, ys = (x1 - x0) or 1.0, (y1 - y0) or 1.0
+        X = lambda v: left + (v - x0) / xs * pw  # noqa: E731
+        Y = lambda v: top + ph - (v - y0) / ys * ph  # noqa: E731
+        parts.append(f'<text x="{left - 4}" y="{top + 8}" font-size="10" text-anchor="end">{y1:.3g}</text>')
+        parts.append(f'<text x="{left - 4}" y="{top + ph}" font-size="10" text-anchor="end">{y0:.3g}</text>')
+        parts.append(f'<text x="{left}" y="{height - 10}" font-size="10">{x0:g}</text>')
+        parts.append(f'<text x="{left + pw}" y="{height - 10}" font-size="10" text-anchor="end">{x1:g}</text>')
+        for i, (name, s) in enumerate(series.items()):
+            if not s:
+                continue
+            color = PALETTE[i % len(PALETTE)]
+            d = " ".join(f"{'M' if k == 0 else 'L'}{X(x):.1f},{Y(y):.1f}" for k, (x, y) in enumerate(s))
+            dots = "".join(f'<circle cx="{X(x):.1f}" cy="{Y(y):.1f}" r="2.5" fill="{color}"/>' for x, y in s) if len(s) < 40 else ""
+            parts.append(f'<path d="{d}" fill="none" stroke="{color}" stroke-width="1.5" data-series="{escape(name)}" data-points="{len(s)}"/>{dots}')
+            parts.append(f'<rect x="{left + 10 + 150 * i}" y="{top - 14}" width="10" height="10" fill="{color}"/>'
+                         f'<text x="{left + 24 + 150 * i}" y="{top - 5}" font-size="11">{escape(name)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)

@@ -1,0 +1,369 @@
+"""Run configuration: dataclasses <-> the PaddleNLP argument JSON that llm/run_finetune.py reads.
+
+A :class:`RunConfig` groups the settings the way the Train tab shows them. ``to_paddlenlp``
+writes the flat JSON PaddleNLP reads (method becomes its ``lora``/``prefix_tuning``/... flags);
+``from_paddlenlp`` reads it back, and keys it does not model are kept in ``extra`` and
+written back untouched. Launch settings (processes, devices, nodes) are not PaddleNLP keys:
+they live in ``ParallelSection`` and go to ``studio.json``.
+
+:func:`check` reports every problem at once as ``{"code", "field", "params"}``; the CLI prints
+:data:`MESSAGES`, the studio translates the codes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+PRESETS_DIR = Path(__file__).resolve().parents[1] / "presets"
+METHODS = ("sft", "lora", "prefix", "vera", "lokr", "qlora", "pretrain")
+
+
+def _f(default, help: str, **kw):
+    return field(default=default, metadata={"help": help, **kw})
+
+
+@dataclass
+class ModelSection:
+    model_name_or_path: str = _f("", "Folder of the base model (PaddleNLP save_pretrained format).")
+    tokenizer_name_or_path: str | None = _f(None, "Tokenizer folder, when not the model's own.")
+
+
+@dataclass
+class DataSection:
+    dataset_name_or_path: str = _f("", "Dataset folder with train.json (and dev.json for evaluation).")
+    src_length: int = _f(1024, "Most prompt tokens kept; longer prompts lose their beginning.")
+    max_length: int = _f(2048, "Most prompt + answer tokens; longer answers lose their end.")
+    zero_padding: bool = _f(False, "Pack several examples into one sequence instead of padding.")
+    greedy_zero_padding: bool = _f(False, "Pack greedily by length (with zero_padding).")
+    chat_template: str | None = _f(None, "Chat template file; default: the tokenizer's own template.")
+
+
+@dataclass
+class MethodSection:
+    method: str = _f("lora", "Training method.", choices=METHODS)
+    lora_rank: int = _f(8, "LoRA rank r.")
+    rslora: bool = _f(False, "rsLoRA: scale by alpha/sqrt(r) instead of alpha/r.")
+    lora_plus_scale: float = _f(1.0, "LoRA+: learning-rate multiplier of the B matrices.")
+    pissa: bool = _f(False, "PiSSA: initialise LoRA from the principal singular vectors.")
+    num_prefix_tokens: int = _f(64, "Prefix tuning: number of virtual tokens per layer.")
+    vera_rank: int = _f(8, "VeRA rank.")
+    lokr_dim: int = _f(8, "LoKr dimension.")
+    neftune: bool = _f(False, "NEFTune: add uniform noise to input embeddings while training.")
+    neftune_noise_alpha: float = _f(5.0, "NEFTune noise scale alpha.")
+    weight_quantize_algo: str | None = _f(None, "QLoRA: quantize base weights (nf4, fp4, weight_only_int8...). GPU only.")
+
+
+@dataclass
+class TrainingSection:
+    per_device_train_batch_size: int = _f(4, "Examples per process per step.")
+    per_device_eval_batch_size: int = _f(8, "Examples per process per evaluation step.")
+    gradient_accumulation_steps: int = _f(1, "Steps whose gradients are summed before an update.")
+    learning_rate: float = _f(3e-4, "Peak learning rate.")
+    num_train_epochs: float = _f(3.0, "Passes over the training data (ignored when max_steps > 0).")
+    max_steps: int = _f(-1, "Total optimizer steps; -1 means use num_train_epochs.")
+    warmup_steps: int = _f(0, "Linear warm-up steps.")
+    lr_scheduler_type: str = _f("linear", "Learning-rate schedule.", choices=("linear", "cosine", "constant"))
+    logging_steps: int = _f(1, "Write a metrics line every this many steps.")
+    evaluation_strategy: str = _f("epoch", "When to evaluate on dev.", choices=("no", "steps", "epoch"))
+    eval_steps: int = _f(100, "Evaluate every this many steps (evaluation_strategy=steps).")
+    save_strategy: str = _f("epoch", "When to save a checkpoint.", choices=("no", "steps", "epoch"))
+    save_steps: int = _f(500, "Save every this many steps (save_strategy=steps).")
+    save_total_limit: int = _f(2, "Keep at most this many checkpoints.")
+    fp16: bool = _f(False, "Mixed precision fp16 (GPU).")
+    bf16: bool = _f(False, "Mixed precision bf16 (GPU).")
+    fp16_opt_level: str = _f("O1", "AMP level; O2 needs fp16 or bf16.", choices=("O1", "O2"))
+    recompute: bool = _f(False, "Recompute activations in backward to save memory.")
+    use_flash_attention: bool = _f(False, "FlashAttention (GPU only).")
+    flash_mask: bool = _f(False, "FlashMask attention (GPU only, needs zero_padding).")
+    seed: int = _f(42, "Random seed.")
+
+
+@dataclass
+class ParallelSection:
+    nproc: int = _f(1, "Processes on this machine (CPU data parallel through gloo).")
+    devices: str = _f("", "GPU ids, e.g. 0,1 (GPU only).")
+    nnodes: int = _f(1, "Machines in the job.")
+    master: str = _f("", "host:port of the rank-0 machine (multi-node).")
+    rank: int = _f(0, "This machine's node rank (multi-node).")
+    tensor_parallel_degree: int = _f(1, "Tensor parallel degree.")
+    pipeline_parallel_degree: int = _f(1, "Pipeline parallel degree.")
+    sharding: str = _f("", "Sharding stage: '', stage1, stage2 or stage3.")
+    sharding_parallel_degree: int = _f(1, "Sharding degree.")
+
+
+@dataclass
+class RunConfig:
+    name: str = "run"
+    model: ModelSection = field(default_factory=ModelSection)
+    data: DataSection = field(default_factory=DataSection)
+    method: MethodSection = field(default_factory=MethodSection)
+    training: TrainingSection = field(default_factory=TrainingSection)
+    parallel: ParallelSection = field(default_factory=ParallelSection)
+    extra: dict = field(default_factory=dict)  # PaddleNLP keys this class does not model, kept as-is
+
+    SECTIONS = ("model", "data", "method", "training", "parallel")
+
+    # -------------------------------------------------- PaddleNLP JSON
+
+    def to_paddlenlp(self, output_dir: str | None = None) -> dict:
+        m = self.method
+        out: dict = {}
+        out.update(asdict(self.model))
+        if out["tokenizer_name_or_path"] is None:
+            out.pop("tokenizer_name_or_path")
+        out.update(asdict(self.data))
+        if out["chat_template"] is None:
+            out.pop("chat_template")
+        out.update(
+            lora=m.method in ("lora", "qlora"),
+            lora_rank=m.lora_rank,
+            rslora=m.rslora,
+            lora_plus_scale=m.lora_plus_scale,
+            pissa=m.pissa,
+            prefix_tuning=m.method == "prefix",
+            num_prefix_tokens=m.num_prefix_tokens,
+            vera=m.method == "vera",
+            vera_rank=m.vera_rank,
+            lokr=m.method == "lokr",
+            lokr_dim=m.lokr_dim,
+            neftune=m.neftune,
+            neftune_noise_alpha=m.neftune_noise_alpha,
+        )
+        if m.weight_quantize_algo:
+            out["weight_quantize_algo"] = m.weight_quantize_algo
+        out.update(asdict(self.training))
+        p = self.parallel
+        out.update(
+            tensor_parallel_degree=p.tensor_parallel_degree,
+            pipeline_parallel_degree=p.pipeline_parallel_degree,
+            sharding_parallel_degree=p.sharding_parallel_degree,
+        )
+        if p.sharding:
+            out["sharding"] = p.sharding
+        out.update(do_train=True, do_eval=self.training.evaluation_strategy != "no", disable_tqdm=True)
+        # metrics go to metrics.jsonl; VisualDL's writer breaks on this stack's protobuf
+        out["report_to"] = self.extra.get("report_to", "none")
+        if output_dir:
+            out["output_dir"] = output_dir
+            out.setdefault("logging_dir", str(Path(output_dir) / "vdl"))
+        for k, v in self.extra.items():
+            out.setdefault(k, v)
+        return out
+
+    @classmethod
+    def from_paddlenlp(cls, d: dict, name: str = "run", parallel: dict | None = None) -> "RunConfig":
+        d = dict(d)
+        cfg = cls(name=name)
+        known: set[str] = set()
+        for sec in ("model", "data", "training"):
+            obj = getattr(cfg, sec)
+            for f in fields(obj):
+                if f.name in d:
+                    setattr(obj, f.name, d[f.name])
+                    known.add(f.name)
+        m = cfg.method
+        for f in fields(m):
+            if f.name in d:
+                setattr(m, f.name, d[f.name])
+                known.add(f.name)
+        if d.get("prefix_tuning"):
+            m.method = "prefix"
+        elif d.get("vera"):
+            m.method = "vera"
+        elif d.get("lokr"):
+            m.method = "lokr"
+        elif d.get("lora"):
+            m.method = "qlora" if d.get("weight_quantize_algo") else "lora"
+        else:
+            m.method = "sft"
+        known |= {"lora", "prefix_tuning", "vera", "lokr", "do_train", "do_eval", "disable_tqdm",
+                  "output_dir", "logging_dir", "report_to"}
+        p = cfg.parallel
+        for k in ("tensor_parallel_degree", "pipeline_parallel_degree", "sharding_parallel_degree", "sharding"):
+            if k in d:
+                setattr(p, k, d[k])
+                known.add(k)
+        for k, v in (parallel or {}).items():
+            setattr(p, k, v)
+        cfg.extra = {k: v for k, v in d.items() if k not in known}
+        return cfg
+
+    # -------------------------------------------------- studio form
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, **{s: asdict(getattr(self, s)) for s in self.SECTIONS}, "extra": self.extra}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunConfig":
+        cfg = cls(name=d.get("name", "run"), extra=dict(d.get("extra", {})))
+        for s in cls.SECTIONS:
+            obj = getattr(cfg, s)
+            for f in fields(obj):
+                if f.name in d.get(s, {}):
+                    setattr(obj, f.name, d[s][f.name])
+        return cfg
+
+
+# ---------------------------------------------------------------- checks
+
+MESSAGES = {
+    "required": "{field} is required",
+    "path_missing": "{field}: no such folder {path}",
+    "no_train_file": "{field}: {path} has no train.json",
+    "no_dev_file": "evaluation is on but {path} has no dev.json",
+    "not_a_model": "{field}: {path} has no config.json",
+    "bad_value": "{field} must be {expected}, got {value!r}",
+    "max_length_le_src": "max_length ({max_length}) must be greater than src_length ({src_length})",
+    "prefix_with_pipeline": "prefix tuning does not work with pipeline parallel (pipeline_parallel_degree={pp})",
+    "flash_mask_needs_zero_padding": "flash_mask needs zero_padding",
+    "opt_level_needs_amp": "fp16_opt_level O2 needs fp16 or bf16",
+    "fp16_and_bf16": "choose fp16 or bf16, not both",
+    "needs_gpu": "{feature} needs a GPU; none is present",
+    "tp_with_vera_lokr": "tensor parallel does not work with {method}",
+    "devices_on_cpu": "--devices needs GPUs; on CPU use nproc (processes) instead",
+    "degrees_do_not_divide": "tensor x pipeline x sharding degrees ({product}) must divide the number of processes ({world})",
+    "multinode_needs_master": "more than one node needs master host:port",
+    "qlora_needs_algo": "QLoRA needs weight_quantize_algo (nf4 or fp4)",
+    "unknown_method": "unknown method {method!r}; expected one of {expected}",
+}
+
+
+def check_message(p: dict) -> str:
+    try:
+        return MESSAGES[p["code"]].format(field=p.get("field"), **p.get("params", {}))
+    except (KeyError, IndexError, ValueError):
+        return p["code"]
+
+
+def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
+    """Every problem of ``cfg`` at once; [] when it can run here."""
+    if has_gpu is None:
+        from core import system
+
+        has_gpu = bool(system.gpus())
+    out: list[dict] = []
+
+    def add(code, field="", **params):
+        out.append({"code": code, "field": field, "params": params})
+
+    m, d, tr, p = cfg.method, cfg.data, cfg.training, cfg.parallel
+    if m.method not in METHODS:
+        add("unknown_method", "method.method", method=m.method, expected=", ".join(METHODS))
+    model_dir = cfg.model.model_name_or_path
+    if not model_dir:
+        add("required", "model.model_name_or_path")
+    elif not Path(model_dir).is_dir():
+        add("path_missing", "model.model_name_or_path", path=model_dir)
+    elif not (Path(model_dir) / "config.json").is_file():
+        add("not_a_model", "model.model_name_or_path", path=model_dir)
+    ds = d.dataset_name_or_path
+    if not ds:
+        add("required", "data.dataset_name_or_path")
+    elif not Path(ds).is_dir():
+        add("path_missing", "data.dataset_name_or_path", path=ds)
+    else:
+        if not (Path(ds) / "train.json").is_file() and not (Path(ds) / "train").is_dir():
+            add("no_train_file", "data.dataset_name_or_path", path=ds)
+        dev = Path(ds) / "dev.json"
+        has_dev = (dev.is_file() and dev.stat().st_size > 0) or (Path(ds) / "dev").is_dir()
+        if tr.evaluation_strategy != "no" and not has_dev:
+            add("no_dev_file", "training.evaluation_strategy", path=ds)
+
+    def positive(sec, name, value, integer=True):
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0 or (integer and int(value) != value):
+            add("bad_value", f"{sec}.{name}", expected="a positive " + ("integer" if integer else "number"), value=value)
+
+    positive("data", "src_length", d.src_length)
+    positive("data", "max_length", d.max_length)
+    if isinstance(d.src_length, int) and isinstance(d.max_length, int) and d.max_length <= d.src_length:
+        add("max_length_le_src", "data.max_length", max_length=d.max_length, src_length=d.src_length)
+    positive("training", "per_device_train_batch_size", tr.per_device_train_batch_size)
+    positive("training", "gradient_accumulation_steps", tr.gradient_accumulation_steps)
+    positive("training", "learning_rate", tr.learning_rate, integer=False)
+    positive("training", "logging_steps", tr.logging_steps)
+    if tr.max_steps is None or tr.max_steps <= 0:
+        positive("training", "num_train_epochs", tr.num_train_epochs, integer=False)
+    if m.method in ("lora", "qlora"):
+        positive("method", "lora_rank", m.lora_rank)
+    if m.method == "prefix":
+        positive("method", "num_prefix_tokens", m.num_prefix_tokens)
+        if p.pipeline_parallel_degree > 1:
+            add("prefix_with_pipeline", "method.method", pp=p.pipeline_parallel_degree)
+    if m.method == "vera":
+        positive("method", "vera_rank", m.vera_rank)
+    if m.method == "lokr":
+        positive("method", "lokr_dim", m.lokr_dim)
+    if m.method in ("vera", "lokr") and p.tensor_parallel_degree > 1:
+        add("tp_with_vera_lokr", "parallel.tensor_parallel_degree", method=m.method)
+    if m.method == "qlora" and not m.weight_quantize_algo:
+        add("qlora_needs_algo", "method.weight_quantize_algo")
+    if tr.flash_mask and not d.zero_padding:
+        add("flash_mask_needs_zero_padding", "training.flash_mask")
+    if tr.fp16_opt_level == "O2" and not (tr.fp16 or tr.bf16):
+        add("opt_level_needs_amp", "training.fp16_opt_level")
+    if tr.fp16 and tr.bf16:
+        add("fp16_and_bf16", "training.bf16")
+    if not has_gpu:
+        for flag, name, fld in (
+            (m.method == "qlora" or bool(m.weight_quantize_algo), "QLoRA / weight_quantize_algo", "method.weight_quantize_algo"),
+            (tr.use_flash_attention, "FlashAttention", "training.use_flash_attention"),
+            (tr.flash_mask, "flash_mask", "training.flash_mask"),
+            (tr.fp16, "fp16", "training.fp16"),
+            (tr.bf16, "bf16", "training.bf16"),
+        ):
+            if flag:
+                add("needs_gpu", fld, feature=name)
+        if p.devices:
+            add("devices_on_cpu", "parallel.devices")
+    positive("parallel", "nproc", p.nproc)
+    positive("parallel", "nnodes", p.nnodes)
+    world = (len([x for x in p.devices.split(",") if x.strip()]) if p.devices else p.nproc) * max(p.nnodes, 1)
+    product = p.tensor_parallel_degree * p.pipeline_parallel_degree * p.sharding_parallel_degree
+    if product > 0 and world > 0 and world % product:
+        add("degrees_do_not_divide", "parallel.tensor_parallel_degree", product=product, world=world)
+    if p.nnodes > 1 and not p.master:
+        add("multinode_needs_master", "parallel.master")
+    return out
+
+
+# ---------------------------------------------------------------- presets
+
+
+def list_presets() -> list[dict]:
+    """Every runnable preset (presets/runs/*.json): name, description, command."""
+    out = []
+    for f in sorted((PRESETS_DIR / "runs").glob("*.json")):
+        d = json.loads(f.read_text(encoding="utf-8"))
+        out.append({"name": f.stem, "description": d["description"], "command": d["command"], "path": str(f)})
+    return out
+
+
+def model_family(model_dir: str | Path) -> dict:
+    """The family preset (presets/models/<family>.json) matching a model folder's model_type."""
+    cfg = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
+    mtype = cfg.get("model_type", "")
+    for f in sorted((PRESETS_DIR / "models").glob("*.json")):
+        d = json.loads(f.read_text(encoding="utf-8"))
+        if mtype in d["model_types"]:
+            return d
+    raise ValueError(f"no model family preset for model_type {mtype!r} in {PRESETS_DIR / 'models'}")
+
+
+def load_preset(name: str, workspace_home: str | Path | None = None) -> RunConfig:
+    """A run preset as a RunConfig; ``${WORKSPACE}`` in paths becomes the workspace root.
+
+    A run preset names a method template (presets/methods/) and overrides on top of it.
+    """
+    from core import workspace
+
+    home = str(workspace_home or workspace.home())
+    d = json.loads((PRESETS_DIR / "runs" / f"{name}.json").read_text(encoding="utf-8"))
+    method = json.loads((PRESETS_DIR / "methods" / f"{d['method']}.json").read_text(encoding="utf-8"))
+    flat = {**method["config"], **d.get("config", {})}
+    flat = json.loads(json.dumps(flat).replace("${WORKSPACE}", home))
+    cfg = RunConfig.from_paddlenlp(flat, name=name, parallel=d.get("parallel"))
+    if d["method"] == "pretrain":  # not expressible in PaddleNLP's keys; kept in studio.json
+        cfg.method.method = "pretrain"
+    return cfg

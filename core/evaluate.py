@@ -1,0 +1,253 @@
+"""Evaluation on dev: eval loss, perplexity, token accuracy; generation exact match, BLEU-4, ROUGE-L.
+
+Works on a base model, base + adapter (LoRA, prefix, VeRA, LoKr, unmerged) and a merged model.
+Multi-turn records are judged on their last answer, with the gold earlier turns as history.
+Prompts are built by core.templates exactly as training builds them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from collections import Counter
+from pathlib import Path
+
+from core import templates
+
+ADAPTER_FILES = {
+    "lora_config.json": "lora",
+    "prefix_config.json": "prefix",
+    "vera_config.json": "vera",
+    "lokr_config.json": "lokr",
+}
+
+
+# ---------------------------------------------------------------- loading
+
+
+def adapter_kind(path: str | Path) -> str | None:
+    for f, kind in ADAPTER_FILES.items():
+        if (Path(path) / f).is_file():
+            return kind
+    return None
+
+
+def base_of(adapter_dir: str | Path) -> str | None:
+    """The base model recorded beside an adapter (studio_model.json written by training)."""
+    info = Path(adapter_dir) / "studio_model.json"
+    if info.is_file():
+        return json.loads(info.read_text(encoding="utf-8")).get("base")
+    return None
+
+
+def load(model_dir: str | Path | None, adapter_dir: str | Path | None = None):
+    """(model, tokenizer, template) in eval mode on CPU or the default device."""
+    import logging
+
+    logging.getLogger("paddlenlp").setLevel(logging.WARNING)
+    from paddlenlp.transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if adapter_dir and not model_dir:
+        model_dir = base_of(adapter_dir)
+    if not model_dir:
+        raise ValueError("no base model: pass --model (the adapter does not record its base)")
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype="float32")
+    tok_dir = adapter_dir if adapter_dir and (Path(adapter_dir) / "tokenizer_config.json").is_file() else model_dir
+    tokenizer = AutoTokenizer.from_pretrained(str(tok_dir))
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if adapter_dir:
+        model = attach_adapter(model, str(model_dir), str(adapter_dir))
+    model.eval()
+    return model, tokenizer, templates.load_template(tokenizer, tok_dir)
+
+
+def attach_adapter(model, model_dir: str, adapter_dir: str):
+    kind = adapter_kind(adapter_dir)
+    if kind == "lora":
+        from paddlenlp.peft import LoRAModel
+
+        return LoRAModel.from_pretrained(model, adapter_dir)
+    if kind == "prefix":
+        from paddlenlp.peft import PrefixModelForCausalLM
+        from paddlenlp.peft.prefix import utils as prefix_utils
+
+        from core.config import model_family
+
+        post = getattr(prefix_utils, model_family(model_dir).get("prefix_postprocess", "llama_postprocess_past_key_value"))
+        return PrefixModelForCausalLM.from_pretrained(model, adapter_dir, postprocess_past_key_value=post)
+    if kind == "vera":
+        from paddlenlp.peft import VeRAModel
+
+        return VeRAModel.from_pretrained(model, adapter_dir)
+    if kind == "lokr":
+        from paddlenlp.peft import LoKrModel
+
+        return LoKrModel.from_pretrained(model, adapter_dir)
+    raise ValueError(f"{adapter_dir} holds no adapter (no lora/prefix/vera/lokr config)")
+
+
+# ---------------------------------------------------------------- scores
+
+
+_TOKEN_RE = re.compile(r"[\u4e00-\u9fff\u3000-\u303f\uff00-\uffef]|[A-Za-z0-9_]+|[^\sA-Za-z0-9_]")
+
+
+def text_tokens(s: str) -> list[str]:
+    """Words for English, characters for Chinese, punctuation apart: one tokenization for both scores."""
+    return _TOKEN_RE.findall(s)
+
+
+def bleu4(hyps: list[str], refs: list[str]) -> float:
+    """Corpus BLEU-4 with brevity penalty (uniform weights), on text_tokens."""
+    clipped = [0] * 4
+    total = [0] * 4
+    hyp_len = ref_len = 0
+    for h, r in zip(hyps, refs):
+        ht, rt = text_tokens(h), text_tokens(r)
+        hyp_len += len(ht)
+        ref_len += len(rt)
+        for n in range(1, 5):
+            hc = Counter(tuple(ht[i:i + n]) for i in range(len(ht) - n + 1))
+            rc = Counter(tuple(rt[i:i + n]) for i in range(len(rt) - n + 1))
+            clipped[n - 1] += sum(min(c, rc[g]) for g, c in hc.items())
+            total[n - 1] += max(len(ht) - n + 1, 0)
+    if hyp_len == 0 or min(clipped) == 0:
+        return 0.0
+    log_p = sum(math.log(c / t) for c, t in zip(clipped, total)) / 4
+    bp = 1.0 if hyp_len > ref_len else math.exp(1 - ref_len / hyp_len)
+    return bp * math.exp(log_p)
+
+
+def rouge_l(hyps: list[str], refs: list[str]) -> float:
+    """Mean ROUGE-L F1 (LCS based) on text_tokens."""
+    scores = []
+    for h, r in zip(hyps, refs):
+        ht, rt = text_tokens(h), text_tokens(r)
+        if not ht or not rt:
+            scores.append(float(ht == rt))
+            continue
+        prev = [0] * (len(rt) + 1)
+        for a in ht:
+            cur = [0]
+            for j, b in enumerate(rt):
+                cur.append(prev[j] + 1 if a == b else max(prev[j + 1], cur[j]))
+            prev = cur
+        lcs = prev[-1]
+        if lcs == 0:
+            scores.append(0.0)
+            continue
+        p, rc = lcs / len(ht), lcs / len(rt)
+        scores.append(2 * p * rc / (p + rc))
+    return sum(scores) / max(len(scores), 1)
+
+
+# ---------------------------------------------------------------- model passes
+
+
+def loss_and_accuracy(model, tokenizer, template, records, src_length=1024, max_length=2048, batch_size=16) -> dict:
+    """Mean token loss, perplexity and next-token accuracy over the answer tokens of ``records``."""
+    import numpy as np
+    import paddle
+    import paddle.nn.functional as F
+
+    exs = [e for e in (templates.build_example(tokenizer, template, r, src_length, max_length) for r in records) if e]
+    pad = tokenizer.pad_token_id
+    total_loss = 0.0
+    total_tok = correct = 0
+    with paddle.no_grad():
+        for i in range(0, len(exs), batch_size):
+            chunk = exs[i:i + batch_size]
+            n = max(len(e["input_ids"]) for e in chunk)
+            ids = np.full((len(chunk), n), pad, dtype="int64")
+            lab = np.full((len(chunk), n), templates.IGNORE, dtype="int64")
+            att = np.zeros((len(chunk), n), dtype="int64")
+            for k, e in enumerate(chunk):
+                m = len(e["input_ids"])
+                ids[k, :m], lab[k, :m], att[k, :m] = e["input_ids"], e["labels"], 1
+            out = model(input_ids=paddle.to_tensor(ids), attention_mask=paddle.to_tensor(att))
+            logits = out[0] if isinstance(out, (tuple, list)) else out.logits
+            logits = logits.astype("float32")
+            labels = paddle.to_tensor(lab)
+            mask = labels != templates.IGNORE
+            safe = paddle.where(mask, labels, paddle.zeros_like(labels))
+            logp = F.log_softmax(logits, axis=-1)
+            tok_logp = paddle.take_along_axis(logp, safe.unsqueeze(-1), axis=-1).squeeze(-1)
+            maskf = mask.astype("float32")
+            total_loss += float(-(tok_logp * maskf).sum())
+            correct += int(((logits.argmax(-1) == labels) & mask).astype("int64").sum())
+            total_tok += int(mask.astype("int64").sum())
+    loss = total_loss / max(total_tok, 1)
+    return {"eval_loss": loss, "perplexity": math.exp(min(loss, 50)), "token_accuracy": correct / max(total_tok, 1),
+            "tokens": total_tok, "examples": len(exs)}
+
+
+def generate(model, tokenizer, template, conversations: list[list[dict]], max_new_tokens=64, batch_size=32,
+             src_length: int | None = None) -> list[str]:
+    """Greedy answers for conversations that end with a user message (batched, left padded)."""
+    import numpy as np
+    import paddle
+
+    prompts = [templates.prompt_ids(tokenizer, template, c, src_length) for c in conversations]
+    pad = tokenizer.pad_token_id
+    eos = tokenizer.eos_token_id
+    out: list[str] = []
+    with paddle.no_grad():
+        for i in range(0, len(prompts), batch_size):
+            chunk = prompts[i:i + batch_size]
+            n = max(len(p) for p in chunk)
+            ids = np.full((len(chunk), n), pad, dtype="int64")
+            att = np.zeros((len(chunk), n), dtype="int64")
+            for k, p in enumerate(chunk):
+                ids[k, n - len(p):], att[k, n - len(p):] = p, 1
+            res = model.generate(
+                input_ids=paddle.to_tensor(ids),
+                attention_mask=paddle.to_tensor(att),
+                max_new_tokens=max_new_tokens,
+                decode_strategy="greedy_search",
+                eos_token_id=eos,
+                pad_token_id=pad,
+                use_cache=True,
+            )
+            gen = res[0] if isinstance(res, (tuple, list)) else res
+            for row in gen.numpy().tolist():
+                if eos in row:
+                    row = row[: row.index(eos)]
+                out.append(tokenizer.decode(row, skip_special_tokens=True).strip())
+    return out
+
+
+def evaluate(model_dir=None, adapter_dir=None, data=None, limit: int | None = None, max_new_tokens: int = 64,
+             src_length: int = 1024, max_length: int = 2048, with_generation: bool = True, loaded=None) -> dict:
+    """Every metric on a dev file (or a dataset folder's dev split)."""
+    from core import datasets
+
+    t0 = time.perf_counter()
+    path = Path(data)
+    if path.is_dir():
+        path = datasets.resolve_files(path).get("dev", [None])[0] or path
+    records = list(datasets.iter_records(path, "paddlenlp"))
+    if limit:
+        records = records[:limit]
+    if not records:
+        raise ValueError(f"{data}: no records to evaluate")
+    model, tok, tpl = loaded or load(model_dir, adapter_dir)
+    res = {"model": str(model_dir) if model_dir else None, "adapter": str(adapter_dir) if adapter_dir else None,
+           "data": str(path), "records": len(records)}
+    res.update(loss_and_accuracy(model, tok, tpl, records, src_length, max_length))
+    if with_generation:
+        convs, refs = [], []
+        for r in records:
+            msgs = templates.messages_of(r)
+            convs.append(msgs[:-1])
+            refs.append(msgs[-1]["content"])
+        hyps = generate(model, tok, tpl, convs, max_new_tokens, src_length=src_length)
+        res["exact_match"] = sum(h.strip() == r.strip() for h, r in zip(hyps, refs)) / len(refs)
+        res["bleu4"] = bleu4(hyps, refs)
+        res["rouge_l"] = rouge_l(hyps, refs)
+        res["samples"] = [{"prompt": c[-1]["content"], "reference": r, "output": h}
+                          for c, r, h in list(zip(convs, refs, hyps))[:5]]
+    res["seconds"] = round(time.perf_counter() - t0, 2)
+    return res

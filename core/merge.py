@@ -1,0 +1,110 @@
+"""Merge an adapter into its base model and prove the merge: merged logits must equal base+adapter.
+
+LoRA (W + B·A·scale) and LoKr are folded by PaddleNLP's own ``merge()``; VeRA's update
+(diag(b)·B·diag(d)·A·scale) is folded here. The merged model is written as safetensors with
+the tokenizer and its chat template into a hidden temp folder, checked, then renamed into
+place: a failed merge never leaves a folder that looks complete. Run it in its own process
+(``paddle-studio merge``); the studio starts it as a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+from core import evaluate, templates, workspace
+
+CHECK_PROMPTS = [
+    [{"role": "user", "content": "类型#裙*颜色#蓝色*风格#清新"}],
+    [{"role": "user", "content": "What is 3 plus 4?"}],
+    [{"role": "user", "content": "把这些词倒序排列：苹果 香蕉"}],
+    [{"role": "user", "content": "Reverse the order of these words: moon sun river"}],
+]
+
+
+def _logits(model, batch):
+    import paddle
+
+    with paddle.no_grad():
+        out = model(input_ids=batch, attention_mask=paddle.ones_like(batch))
+    return (out[0] if isinstance(out, (tuple, list)) else out.logits).astype("float32")
+
+
+def _fold_vera(model) -> int:
+    """Fold every VeRA layer's update into its weight; returns how many layers were folded."""
+    import paddle
+
+    n = 0
+    for layer in model.sublayers():
+        if all(hasattr(layer, a) for a in ("vera_A", "vera_B", "vera_b", "vera_d")) and not getattr(layer, "merged", False):
+            delta = (layer.vera_A * layer.vera_d.unsqueeze(0)) @ (layer.vera_B * layer.vera_b.unsqueeze(0))
+            scale = getattr(layer, "scaling", 1.0)
+            with paddle.no_grad():
+                layer.weight.set_value(layer.weight + delta.astype(layer.weight.dtype) * scale)
+            layer.merged = True
+            n += 1
+    return n
+
+
+def merge(base: str | Path | None, adapter: str | Path, out: str | Path, log=print) -> dict:
+    import paddle
+    from paddlenlp.transformers import AutoModelForCausalLM
+
+    t0 = time.perf_counter()
+    out = Path(out)
+    if out.exists():
+        raise FileExistsError(f"{out} exists; choose another output folder")
+    kind = evaluate.adapter_kind(adapter)
+    if kind not in ("lora", "lokr", "vera"):
+        raise ValueError(f"{adapter}: no mergeable adapter (LoRA, LoKr or VeRA); prefix tuning cannot be folded into weights")
+    base = base or evaluate.base_of(adapter)
+    if not base:
+        raise ValueError("no base model: pass --base (the adapter does not record its base)")
+    log(f"loading {base} + {kind} adapter {adapter}")
+    model, tok, tpl = evaluate.load(base, adapter)
+    ids = [templates.prompt_ids(tok, tpl, m) for m in CHECK_PROMPTS]
+    n = max(len(i) for i in ids)
+    batch = paddle.to_tensor([[tok.pad_token_id] * (n - len(i)) + i for i in ids], dtype="int64")
+    ref = _logits(model, batch)
+
+    log("merging")
+    if kind == "vera":
+        folded = _fold_vera(model)
+        if not folded:
+            raise ValueError("found no VeRA layers to fold")
+    else:
+        model.merge()
+    inner = model.model
+    merged_state = {k: v for k, v in inner.state_dict().items()}
+    fresh = AutoModelForCausalLM.from_pretrained(str(base), dtype="float32")
+    fresh_keys = set(fresh.state_dict())
+    fresh.set_state_dict({k: v for k, v in merged_state.items() if k in fresh_keys})
+    fresh.eval()
+    got = _logits(fresh, batch)
+    diff = float((got - ref).abs().max())
+    log(f"max |merged - (base+adapter)| logits = {diff:.3g}")
+
+    tmp = workspace.temp_dir_beside(out)
+    try:
+        fresh.save_pretrained(str(tmp), safe_serialization=True)
+        tok.save_pretrained(str(tmp))
+        cfg_path = tmp / "tokenizer_config.json"
+        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+        if tpl and cfg.get("chat_template") != tpl:
+            cfg["chat_template"] = tpl
+            workspace.write_json_atomic(cfg_path, cfg)
+        # check what is on disk, not what is in memory
+        reloaded = AutoModelForCausalLM.from_pretrained(str(tmp), dtype="float32")
+        reloaded.eval()
+        disk_diff = float((_logits(reloaded, batch) - ref).abs().max())
+        info = {"merged_from": {"base": str(Path(base).resolve()), "adapter": str(Path(adapter).resolve()), "kind": kind},
+                "check": {"prompts": len(CHECK_PROMPTS), "max_abs_diff": max(diff, disk_diff), "dtype": "float32"},
+                "seconds": round(time.perf_counter() - t0, 2)}
+        workspace.write_json_atomic(tmp / "studio_model.json", info)
+        workspace.publish_dir(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return {"out": str(out), **info}

@@ -1,0 +1,463 @@
+"""Runs: create the run directory, launch, supervise, stop, resume, continue, queue, read back.
+
+Each run is launched by a small *supervisor* process (``python -m core.runs supervise RUN``)
+in its own session, so it outlives the studio. The supervisor starts
+``python -m paddle.distributed.launch ... core/train.py config.json`` in a new process group
+with all output going to files (never a pipe), waits for it, writes the final
+``status.json`` and starts the next queued run on the same devices. The studio and the CLI
+only read and write files, so a refresh, a second browser or a studio restart finds every
+run where it is. A pid is trusted only together with its process start time.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+
+from core import system, workspace
+from core.config import RunConfig
+
+TRAIN_PY = Path(__file__).resolve().parent / "train.py"
+ACTIVE = ("queued", "running")
+FINAL = ("succeeded", "failed", "stopped")
+STOP_GRACE = 6.0
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def run_dir(run_id: str) -> Path:
+    code = workspace.check_name(run_id)
+    if code:
+        raise ValueError(f"bad run id {run_id!r}")
+    d = workspace.runs_dir() / run_id
+    if not (d / "studio.json").is_file():
+        raise FileNotFoundError(f"no run {run_id!r} in {workspace.runs_dir()}")
+    return d
+
+
+def read_json(path: Path, default=None):
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return default
+
+
+# ---------------------------------------------------------------- processes
+
+
+def _proc_start(pid: int) -> float | None:
+    import psutil
+
+    try:
+        p = psutil.Process(pid)
+        if p.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return p.create_time()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
+        return None
+
+
+def alive(pid: int | None, start: float | None) -> bool:
+    """True when ``pid`` runs and was started at ``start`` (so a reused pid is not mistaken)."""
+    if not pid or start is None:
+        return False
+    t = _proc_start(pid)
+    return t is not None and abs(t - start) < 0.05
+
+
+def run_processes(status: dict) -> list:
+    """Every live process of a run: the launcher's process group plus all its descendants."""
+    import psutil
+
+    pid, pgid = status.get("pid"), status.get("pgid")
+    found = {}
+    if alive(pid, status.get("pid_start")):
+        try:
+            root = psutil.Process(pid)
+            for p in [root, *root.children(recursive=True)]:
+                found[p.pid] = p
+        except psutil.NoSuchProcess:
+            pass
+    if pgid:
+        for p in psutil.process_iter(["pid"]):
+            try:
+                if os.getpgid(p.pid) == pgid and p.pid not in found:
+                    found[p.pid] = p
+            except (ProcessLookupError, PermissionError, psutil.Error):
+                continue
+    return list(found.values())
+
+
+# ---------------------------------------------------------------- status
+
+
+def write_status(d: Path, **fields) -> dict:
+    st = read_json(d / "status.json", {}) or {}
+    st.update(fields)
+    st["updated"] = _now()
+    workspace.write_json_atomic(d / "status.json", st)
+    return st
+
+
+def status(run_id_or_dir) -> dict:
+    """The run's status, corrected when its supervisor vanished (killed, machine restarted)."""
+    d = Path(run_id_or_dir) if isinstance(run_id_or_dir, Path) else run_dir(run_id_or_dir)
+    st = read_json(d / "status.json", {}) or {}
+    if st.get("state") == "running" and not alive(st.get("supervisor_pid"), st.get("supervisor_start")):
+        if st.get("pid") and alive(st.get("pid"), st.get("pid_start")):
+            return st  # training goes on without its supervisor; judged when it ends
+        finished = (d / "output" / "studio_model.json").is_file()
+        st = write_status(
+            d, state="succeeded" if finished else "failed", finished=_now(),
+            reason=None if finished else "the run's supervisor vanished (killed or machine restarted)",
+        )
+    return st
+
+
+# ---------------------------------------------------------------- creating
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.\-]+", "-", name).strip("-.") or "run"
+
+
+def device_key(parallel: dict) -> str:
+    return f"gpu:{parallel['devices']}" if parallel.get("devices") else "cpu"
+
+
+def launch_argv(d: Path, parallel: dict, resume: bool = False) -> list[str]:
+    argv = [sys.executable, "-m", "paddle.distributed.launch", "--log_dir", str(d / "log")]
+    if parallel.get("devices"):
+        argv += ["--devices", str(parallel["devices"])]
+    else:
+        argv += ["--nproc_per_node", str(parallel.get("nproc", 1))]
+    if int(parallel.get("nnodes", 1)) > 1:
+        argv += ["--nnodes", str(parallel["nnodes"]), "--master", str(parallel["master"]), "--rank", str(parallel.get("rank", 0))]
+    argv += [str(TRAIN_PY), str(d / "config.json")]
+    if resume:
+        argv.append("--resume")
+    return argv
+
+
+def create(cfg: RunConfig) -> str:
+    """Make the run directory (studio.json, config.json, command.txt, status.json=queued)."""
+    root = workspace.runs_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    base = f"{datetime.now():%Y%m%d-%H%M%S}-{_slug(cfg.name)}"[:60]
+    run_id, k = base, 1
+    while True:
+        try:
+            (root / run_id).mkdir()
+            break
+        except FileExistsError:
+            k += 1
+            run_id = f"{base}-{k}"
+    d = root / run_id
+    parallel = cfg.to_dict()["parallel"]
+    flat = cfg.to_paddlenlp(output_dir=str(d / "output"))
+    workspace.write_json_atomic(d / "config.json", flat)
+    argv = launch_argv(d, parallel)
+    workspace.write_text_atomic(d / "command.txt", shlex.join(argv) + "\n")
+    info = system.info()
+    workspace.write_json_atomic(
+        d / "studio.json",
+        {"run_id": run_id, "name": cfg.name, "config": cfg.to_dict(), "parallel": parallel,
+         "device_key": device_key(parallel), "command": argv, "created": _now(),
+         "versions": {k: info[k] for k in ("paddle", "paddlenlp", "gradio")}, "device": info["device"],
+         "history": []},
+    )
+    write_status(d, state="queued", created=_now())
+    return run_id
+
+
+# ---------------------------------------------------------------- launching and the queue
+
+
+@contextmanager
+def _queue_lock():
+    root = workspace.runs_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".queue.lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _busy(key: str, exclude: str | None = None) -> bool:
+    for d in _run_dirs():
+        if d.name == exclude:
+            continue
+        meta = read_json(d / "studio.json", {}) or {}
+        if meta.get("device_key") == key and status(d).get("state") == "running":
+            return True
+    return False
+
+
+def _spawn_supervisor(d: Path, resume: bool) -> None:
+    argv = [sys.executable, "-m", "core.runs", "supervise", str(d)] + (["--resume"] if resume else [])
+    log = open(d / "supervisor.log", "ab")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]),
+                                                        os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True, env=env, cwd=str(d))
+    log.close()
+    write_status(d, state="running", supervisor_pid=proc.pid, supervisor_start=_proc_start(proc.pid),
+                 started=_now(), finished=None, exit_code=None, reason=None, resume=resume, pid=None, pgid=None)
+    # reap it when it ends while we live; if we die first, init adopts it
+    threading.Thread(target=proc.wait, daemon=True).start()
+
+
+def start(run_id: str, resume: bool = False) -> dict:
+    """Launch now, or queue behind the run that holds the same devices."""
+    d = run_dir(run_id)
+    meta = read_json(d / "studio.json")
+    (d / "stop.request").unlink(missing_ok=True)
+    with _queue_lock():
+        if _busy(meta["device_key"], exclude=run_id):
+            return write_status(d, state="queued", resume=resume, queued=_now())
+        _spawn_supervisor(d, resume)
+    return status(d)
+
+
+def kick_queue(key: str) -> str | None:
+    """Start the oldest queued run for ``key`` if its devices are free; returns its id."""
+    with _queue_lock():
+        if _busy(key):
+            return None
+        queued = []
+        for d in _run_dirs():
+            meta = read_json(d / "studio.json", {}) or {}
+            st = read_json(d / "status.json", {}) or {}
+            if meta.get("device_key") == key and st.get("state") == "queued":
+                queued.append((st.get("queued") or st.get("created") or "", d))
+        if not queued:
+            return None
+        _, d = min(queued)
+        _spawn_supervisor(d, bool((read_json(d / "status.json", {}) or {}).get("resume")))
+        return d.name
+
+
+def _failure_reason(d: Path, code: int) -> str:
+    """The last error line of rank 0's log (or the launcher's), for status.json."""
+    for f in [d / "log" / "workerlog.0", d / "launcher.log"]:
+        try:
+            lines = f.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+        for line in reversed(lines[-200:]):
+            s = re.sub(r"\x1b\[[0-9;]*m", "", line).strip()
+            if re.match(r"^[A-Za-z_.]*(Error|Exception)\b", s) or s.startswith(("ValueError", "RuntimeError")):
+                return s[:500]
+    return f"exit code {code}"
+
+
+def supervise(d: Path, resume: bool) -> int:
+    """Run the launcher to its end and record how it ended (the body of the supervisor process)."""
+    meta = read_json(d / "studio.json")
+    argv = launch_argv(d, meta["parallel"], resume)
+    with open(d / "launcher.log", "ab") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, cwd=str(d))
+    write_status(d, pid=proc.pid, pgid=proc.pid, pid_start=_proc_start(proc.pid),
+                 supervisor_pid=os.getpid(), supervisor_start=_proc_start(os.getpid()))
+    code = proc.wait()
+    if (d / "stop.request").exists():
+        state, reason = "stopped", "stopped by the user"
+    elif code == 0:
+        state, reason = "succeeded", None
+    else:
+        state, reason = "failed", _failure_reason(d, code)
+    write_status(d, state=state, exit_code=code, reason=reason, finished=_now())
+    kick_queue(meta["device_key"])
+    return 0
+
+
+# ---------------------------------------------------------------- stop / resume / continue
+
+
+def stop(run_id: str, grace: float = STOP_GRACE) -> dict:
+    """SIGTERM to every process of the run, SIGKILL to what is left after ``grace`` seconds."""
+    import psutil
+
+    d = run_dir(run_id)
+    (d / "stop.request").write_text(_now())
+    st = status(d)
+    if st.get("state") == "queued":
+        return write_status(d, state="stopped", reason="cancelled before it started", finished=_now())
+    if st.get("state") != "running":
+        return st
+    deadline = time.time() + 15
+    while not st.get("pgid") and time.time() < deadline and alive(st.get("supervisor_pid"), st.get("supervisor_start")):
+        time.sleep(0.1)  # the supervisor has not started the launcher yet
+        st = status(d)
+    procs = run_processes(st)
+    if st.get("pgid"):
+        try:
+            os.killpg(st["pgid"], signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+    for p in procs:
+        try:
+            p.terminate()
+        except psutil.Error:
+            pass
+    _, left = psutil.wait_procs(procs, timeout=grace)
+    for p in left + run_processes(st):
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(left, timeout=3)
+    deadline = time.time() + 5
+    while time.time() < deadline and status(d).get("state") == "running":
+        if not alive(st.get("supervisor_pid"), st.get("supervisor_start")):
+            write_status(d, state="stopped", reason="stopped by the user", finished=_now())
+            break
+        time.sleep(0.05)
+    return status(d)
+
+
+def last_checkpoint(d: Path) -> Path | None:
+    ck = [p for p in (d / "output").glob("checkpoint-*") if p.is_dir() and p.name.split("-")[-1].isdigit()]
+    return max(ck, key=lambda p: int(p.name.split("-")[-1])) if ck else None
+
+
+def resume(run_id: str) -> dict:
+    """Start a stopped or failed run again from its last checkpoint."""
+    d = run_dir(run_id)
+    st = status(d)
+    if st.get("state") in ACTIVE:
+        raise ValueError(f"run {run_id} is {st['state']}; stop it first")
+    ck = last_checkpoint(d)
+    if ck is None:
+        raise ValueError(f"run {run_id} has no checkpoint to resume from")
+    _history(d, {"action": "resume", "from": ck.name})
+    return start(run_id, resume=True)
+
+
+def continue_run(run_id: str, epochs: float | None = None, steps: int | None = None) -> dict:
+    """Train a finished run further (more epochs, or more steps when it counts steps) from its last checkpoint."""
+    d = run_dir(run_id)
+    st = status(d)
+    if st.get("state") in ACTIVE:
+        raise ValueError(f"run {run_id} is {st['state']}")
+    if last_checkpoint(d) is None:
+        raise ValueError(f"run {run_id} has no checkpoint to continue from")
+    flat = read_json(d / "config.json")
+    if flat.get("max_steps", -1) and flat.get("max_steps", -1) > 0:
+        add = int(steps or 0) or int(round((epochs or 1) * flat["max_steps"] / max(flat.get("num_train_epochs", 1), 1)))
+        flat["max_steps"] += add
+        change = {"max_steps": flat["max_steps"]}
+    else:
+        flat["num_train_epochs"] = float(flat.get("num_train_epochs", 1)) + float(epochs or 1)
+        change = {"num_train_epochs": flat["num_train_epochs"]}
+    workspace.write_json_atomic(d / "config.json", flat)
+    (d / "output" / "studio_model.json").unlink(missing_ok=True)
+    _history(d, {"action": "continue", **change})
+    return start(run_id, resume=True)
+
+
+def _history(d: Path, item: dict) -> None:
+    meta = read_json(d / "studio.json")
+    meta.setdefault("history", []).append({**item, "time": _now()})
+    workspace.write_json_atomic(d / "studio.json", meta)
+
+
+# ---------------------------------------------------------------- reading back
+
+
+def _run_dirs() -> list[Path]:
+    root = workspace.runs_dir()
+    if not root.is_dir():
+        return []
+    return sorted((d for d in root.iterdir() if d.is_dir() and (d / "studio.json").is_file()), reverse=True)
+
+
+def read_metrics(run_id_or_dir, offset: int = 0) -> tuple[list[dict], int]:
+    """Complete metrics lines from byte ``offset``; returns (records, new offset)."""
+    d = Path(run_id_or_dir) if isinstance(run_id_or_dir, Path) else run_dir(run_id_or_dir)
+    path = d / "metrics.jsonl"
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except OSError:
+        return [], offset
+    end = data.rfind(b"\n") + 1  # a line being written is read next time
+    out = []
+    for line in data[:end].splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out, offset + end
+
+
+def progress(records: list[dict]) -> dict:
+    """Step, max steps, latest loss/eval loss, speed and ETA from metrics records."""
+    p = {"step": 0, "max_steps": 0, "loss": None, "eval_loss": None, "eta": None, "steps_per_sec": None, "epoch": None}
+    for r in records:
+        p["step"] = r.get("step", p["step"])
+        p["max_steps"] = r.get("max_steps", p["max_steps"]) or p["max_steps"]
+        for k in ("loss", "eval_loss", "eta", "steps_per_sec", "epoch", "token_accuracy"):
+            if r.get(k) is not None:
+                p[k] = r[k]
+    return p
+
+
+def tail_log(run_id_or_dir, max_bytes: int = 20000) -> str:
+    """The end of rank 0's worker log (or the launcher's log before workers start)."""
+    d = Path(run_id_or_dir) if isinstance(run_id_or_dir, Path) else run_dir(run_id_or_dir)
+    for f in (d / "log" / "workerlog.0", d / "launcher.log"):
+        if f.is_file() and f.stat().st_size:
+            with open(f, "rb") as r:
+                r.seek(max(0, f.stat().st_size - max_bytes))
+                text = r.read().decode("utf-8", errors="replace")
+            return re.sub(r"\x1b\[[0-9;]*m", "", text)
+    return ""
+
+
+def show(run_id: str) -> dict:
+    d = run_dir(run_id)
+    meta = read_json(d / "studio.json")
+    records, _ = read_metrics(d)
+    return {**meta, "status": status(d), "progress": progress(records), "dir": str(d),
+            "checkpoint": (lambda c: c.name if c else None)(last_checkpoint(d)),
+            "output": str(d / "output") if (d / "output" / "studio_model.json").is_file() else None}
+
+
+def list_runs() -> list[dict]:
+    out = []
+    for d in _run_dirs():
+        meta = read_json(d / "studio.json", {}) or {}
+        records, _ = read_metrics(d)
+        out.append({"run_id": d.name, "name": meta.get("name"), "created": meta.get("created"),
+                    "method": meta.get("config", {}).get("method", {}).get("method"),
+                    "status": status(d), "progress": progress(records)})
+    return out
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) >= 2 and argv[0] == "supervise":
+        return supervise(Path(argv[1]), "--resume" in argv)
+    sys.stderr.write("usage: python -m core.runs supervise RUN_DIR [--resume]\n")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,338 @@
+"""The training entry that `paddle.distributed.launch` runs: ``train.py CONFIG.json [--resume]``.
+
+Reads the PaddleNLP argument JSON (the same keys llm/run_finetune.py reads), builds the data
+with our own preprocessing (core.templates), wraps the model for the chosen method with
+PaddleNLP's PEFT classes, trains with PaddleNLP's SFTTrainer and appends one JSON line per
+logged step or evaluation to ``<run>/metrics.jsonl`` (rank 0 only). It knows nothing of the UI.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+import traceback
+from dataclasses import fields
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script by paddle.distributed.launch
+    # sys.path[0] is core/ itself, where datasets.py would shadow the `datasets` package:
+    # replace it with the repository root so `core` imports as a package.
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from core import templates  # noqa: E402
+from core.config import model_family  # noqa: E402
+
+FINISHED_MARK = "studio_model.json"
+
+
+def split_args(flat: dict):
+    """Parse the flat JSON into PaddleNLP's (ModelConfig, DataConfig, SFTConfig); unknown keys are skipped."""
+    from paddlenlp.trainer import PdArgumentParser
+    from paddlenlp.trl import DataConfig, ModelConfig, SFTConfig
+
+    names = set()
+    for cls in (ModelConfig, DataConfig, SFTConfig):
+        names |= {f.name for f in fields(cls)}
+    known = {k: v for k, v in flat.items() if k in names and v is not None}
+    return PdArgumentParser((ModelConfig, DataConfig, SFTConfig)).parse_dict(known)
+
+
+def load_split(dataset_dir: str, split: str) -> list[dict]:
+    from core import datasets
+
+    d = Path(dataset_dir)
+    files = datasets.resolve_files(d).get(split, [])
+    out = []
+    for f in files:
+        if f.stat().st_size:
+            out.extend(datasets.iter_records(f, "paddlenlp"))
+    return out
+
+
+def build_dataset(tokenizer, template, records, data_args, mask_prompt=True):
+    from paddlenlp.datasets import MapDataset
+
+    examples = []
+    for rec in records:
+        ex = templates.build_example(tokenizer, template, rec, data_args.src_length, data_args.max_length, mask_prompt)
+        if ex is not None:
+            examples.append(ex)
+    if data_args.zero_padding:
+        examples = pack_examples(examples, data_args.max_length, greedy=data_args.greedy_zero_padding)
+    return MapDataset(examples)
+
+
+def pack_examples(examples: list[dict], max_length: int, greedy: bool = False) -> list[dict]:
+    """Zero padding: concatenate examples into sequences of at most ``max_length`` tokens.
+
+    Each packed sequence carries position_ids restarting per example and a block-diagonal
+    causal attention mask, so examples never attend to each other (PaddleNLP's semantics).
+    """
+    import numpy as np
+
+    order = sorted(range(len(examples)), key=lambda i: -len(examples[i]["input_ids"])) if greedy else range(len(examples))
+    packs, cur = [], []
+    for i in order:
+        n = len(examples[i]["input_ids"])
+        if cur and sum(len(examples[j]["input_ids"]) for j in cur) + n > max_length:
+            packs.append(cur)
+            cur = []
+        cur.append(i)
+    if cur:
+        packs.append(cur)
+    out = []
+    for pack in packs:
+        ids, labels, pos = [], [], []
+        total = sum(len(examples[j]["input_ids"]) for j in pack)
+        mask = np.zeros((1, total, total), dtype="bool")
+        off = 0
+        for j in pack:
+            e = examples[j]
+            n = len(e["input_ids"])
+            ids += e["input_ids"]
+            labels += e["labels"]
+            pos += list(range(n))
+            mask[0, off:off + n, off:off + n] = np.tril(np.ones((n, n), dtype="bool"))
+            off += n
+        out.append({"input_ids": ids, "labels": labels, "position_ids": pos, "attention_mask": mask})
+    return out
+
+
+def apply_method(model, model_args, flat: dict, family: dict):
+    """Wrap ``model`` for LoRA / prefix / VeRA / LoKr (PaddleNLP PEFT classes); full SFT returns it as is."""
+    targets = family["target_modules"]
+    dtype = "float32"
+    if model_args.lora:
+        from paddlenlp.peft import LoRAConfig, LoRAModel
+
+        cfg = LoRAConfig(
+            target_modules=targets,
+            r=model_args.lora_rank,
+            lora_alpha=2 * model_args.lora_rank if not model_args.rslora else 4,
+            rslora=model_args.rslora,
+            lora_plus_scale=model_args.lora_plus_scale,
+            pissa=model_args.pissa,
+            merge_weights=False,
+            dtype=dtype,
+            base_model_name_or_path=model_args.model_name_or_path,
+        )
+        model = LoRAModel(model, cfg)
+        model.mark_only_lora_as_trainable()
+    elif model_args.prefix_tuning:
+        from paddlenlp.peft import PrefixConfig, PrefixModelForCausalLM
+        from paddlenlp.peft.prefix import utils as prefix_utils
+
+        c = model.config
+        cfg = PrefixConfig(
+            num_prefix_tokens=model_args.num_prefix_tokens,
+            num_attention_heads=c.num_attention_heads,
+            num_hidden_layers=c.num_hidden_layers,
+            hidden_size=c.hidden_size,
+            multi_query_group_num=getattr(c, "num_key_value_heads", None) or c.num_attention_heads,
+            dtype=dtype,
+        )
+        post = getattr(prefix_utils, family.get("prefix_postprocess", "llama_postprocess_past_key_value"))
+        model = PrefixModelForCausalLM(model, cfg, postprocess_past_key_value=post)
+        model.mark_only_prefix_as_trainable()
+    elif model_args.vera:
+        from paddlenlp.peft import VeRAConfig, VeRAModel
+
+        cfg = VeRAConfig(target_modules=targets, r=model_args.vera_rank, vera_alpha=model_args.vera_rank, dtype=dtype,
+                         base_model_name_or_path=model_args.model_name_or_path)
+        model = VeRAModel(model, cfg)
+        model.mark_only_vera_as_trainable(notfreezeB=True)
+    elif model_args.lokr:
+        from paddlenlp.peft import LoKrConfig, LoKrModel
+
+        cfg = LoKrConfig(target_modules=targets, lokr_dim=model_args.lokr_dim, dtype=dtype,
+                         base_model_name_or_path=model_args.model_name_or_path)
+        model = LoKrModel(model, cfg)
+        model.mark_only_lokr_as_trainable()
+    return model
+
+
+def add_neftune(model, alpha: float):
+    """NEFTune: uniform noise of scale alpha/sqrt(L*d) on the input embeddings, in training only."""
+    import paddle
+
+    emb = model.get_input_embeddings()
+
+    def hook(layer, inputs, output):
+        if layer.training:
+            dims = output.shape[1] * output.shape[2]
+            mag = alpha / math.sqrt(dims)
+            output = output + paddle.uniform(output.shape, dtype=output.dtype, min=-mag, max=mag)
+        return output
+
+    emb.register_forward_post_hook(hook)
+
+
+def make_callback(metrics_path: Path, tokens_per_step: float):
+    from paddlenlp.trainer import TrainerCallback
+
+    class MetricsCallback(TrainerCallback):
+        """Append one JSON line per log/eval to metrics.jsonl (rank 0), and checkpoint the last step."""
+
+        def __init__(self):
+            self.t0 = time.time()
+            self.last = None  # (step, time) of the previous loss line
+
+        def _write(self, rec):
+            with open(metrics_path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(rec) + "\n")
+                f.flush()
+
+        def on_train_begin(self, args, state, control, **kw):
+            if state.is_world_process_zero:
+                self.t0 = time.time()
+                self.last = (state.global_step, self.t0)
+                self._write({"event": "train_begin", "step": state.global_step, "max_steps": state.max_steps,
+                             "time": self.t0})
+
+        def on_step_end(self, args, state, control, **kw):
+            if state.global_step >= state.max_steps and args.save_strategy != "no":
+                control.should_save = True  # a checkpoint at the very end, for Continue
+
+        def on_log(self, args, state, control, logs=None, **kw):
+            if not state.is_world_process_zero or not logs:
+                return
+            now = time.time()
+            rec = {"step": state.global_step, "max_steps": state.max_steps, "epoch": round(state.epoch or 0.0, 4),
+                   "time": now, "elapsed": round(now - self.t0, 3)}
+            if "loss" in logs:
+                rec["loss"] = float(logs["loss"])
+                rec["lr"] = float(logs.get("learning_rate", 0.0))
+                step0, t0 = self.last
+                if state.global_step > step0 and now > t0:
+                    sps = (state.global_step - step0) / (now - t0)
+                    rec["steps_per_sec"] = round(sps, 4)
+                    rec["tokens_per_sec"] = round(sps * tokens_per_step, 1)
+                    rec["eta"] = round((state.max_steps - state.global_step) / sps, 1)
+                self.last = (state.global_step, now)
+            if "eval_loss" in logs:
+                rec["eval_loss"] = float(logs["eval_loss"])
+                rec["eval_ppl"] = float(math.exp(min(rec["eval_loss"], 50)))
+                if "eval_token_accuracy" in logs:
+                    rec["token_accuracy"] = float(logs["eval_token_accuracy"])
+            if "loss" in rec or "eval_loss" in rec:
+                self._write(rec)
+
+        def on_train_end(self, args, state, control, **kw):
+            if state.is_world_process_zero:
+                self._write({"event": "train_end", "step": state.global_step, "max_steps": state.max_steps,
+                             "time": time.time()})
+
+    return MetricsCallback()
+
+
+def token_accuracy(eval_pred):
+    import numpy as np
+
+    preds, labels = eval_pred.predictions, eval_pred.label_ids
+    if isinstance(preds, (tuple, list)):
+        preds = preds[0]
+    mask = labels != templates.IGNORE
+    return {"token_accuracy": float((preds[mask] == labels[mask]).mean()) if mask.any() else 0.0}
+
+
+def argmax_logits(logits, labels):
+    import paddle
+
+    if isinstance(logits, (tuple, list)):
+        logits = logits[0]
+    return paddle.argmax(logits, axis=-1)
+
+
+def main(argv: list[str]) -> int:
+    config_path = Path(argv[0]).resolve()
+    resume = "--resume" in argv
+    run_dir = config_path.parent
+    flat = json.loads(config_path.read_text(encoding="utf-8"))
+
+    import logging
+
+    import paddle
+    import paddle.distributed as dist
+
+    logging.getLogger("paddlenlp").setLevel(logging.INFO)
+    from paddlenlp.trainer import get_last_checkpoint
+    from paddlenlp.transformers import AutoModelForCausalLM, AutoTokenizer
+    from paddlenlp.trl import SFTTrainer
+
+    model_args, data_args, training_args = split_args(flat)
+    world = max(dist.get_world_size(), 1)
+    if world > 1:
+        dist.init_parallel_env()
+    paddle.seed(training_args.seed)
+    tok_dir = model_args.tokenizer_name_or_path or model_args.model_name_or_path
+    tokenizer = AutoTokenizer.from_pretrained(tok_dir)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    template = templates.load_template(tokenizer, tok_dir, data_args.chat_template)
+    studio = json.loads((run_dir / "studio.json").read_text(encoding="utf-8")) if (run_dir / "studio.json").is_file() else {}
+    # continued pretraining is not a PaddleNLP flag: the run's studio.json says so
+    pretrain = studio.get("config", {}).get("method", {}).get("method") == "pretrain"
+    train_recs = load_split(data_args.dataset_name_or_path, "train")
+    dev_recs = load_split(data_args.dataset_name_or_path, "dev") if training_args.do_eval else []
+    train_ds = build_dataset(tokenizer, template, train_recs, data_args, mask_prompt=not pretrain)
+    eval_ds = build_dataset(tokenizer, template, dev_recs, data_args, mask_prompt=not pretrain) if dev_recs else None
+    if eval_ds is None:
+        training_args.do_eval = False
+        training_args.evaluation_strategy = "no"
+
+    family = model_family(model_args.model_name_or_path)
+    model = AutoModelForCausalLM.from_pretrained(model_args.model_name_or_path, dtype="float32")
+    if model_args.neftune:
+        add_neftune(model, model_args.neftune_noise_alpha)
+    model = apply_method(model, model_args, flat, family)
+
+    mean_tokens = sum(len(e["input_ids"]) for e in train_ds) / max(len(train_ds), 1)
+    tokens_per_step = mean_tokens * training_args.per_device_train_batch_size * training_args.gradient_accumulation_steps * world
+    from paddlenlp.data import DataCollatorForSeq2Seq
+
+    collator = DataCollatorForSeq2Seq(tokenizer=tokenizer, padding=True, label_pad_token_id=templates.IGNORE,
+                                      return_tensors="np", return_attention_mask=False)
+    trainer = SFTTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=train_ds,
+        eval_dataset=eval_ds,
+        tokenizer=tokenizer,
+        data_collator=collator,
+        compute_metrics=token_accuracy if eval_ds is not None else None,
+        preprocess_logits_for_metrics=argmax_logits if eval_ds is not None else None,
+        callbacks=[make_callback(run_dir / "metrics.jsonl", tokens_per_step)],
+        data_args=data_args,
+    )
+    ckpt = get_last_checkpoint(training_args.output_dir) if resume else None
+    trainer.train(resume_from_checkpoint=ckpt)
+    trainer.save_model(training_args.output_dir)
+    if training_args.should_save:
+        tokenizer.save_pretrained(training_args.output_dir)
+        method = ("lora" if model_args.lora else "prefix" if model_args.prefix_tuning else "vera" if model_args.vera
+                  else "lokr" if model_args.lokr else "pretrain" if pretrain else "sft")
+        info = {"base": str(Path(model_args.model_name_or_path).resolve()), "method": method,
+                "adapter": method in ("lora", "prefix", "vera", "lokr"), "run": run_dir.name,
+                "steps": trainer.state.global_step}
+        tmp = Path(training_args.output_dir) / f".{FINISHED_MARK}.tmp"
+        tmp.write_text(json.dumps(info, indent=2), encoding="utf-8")
+        os.replace(tmp, Path(training_args.output_dir) / FINISHED_MARK)
+    if world > 1:
+        dist.barrier()
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        code = main(sys.argv[1:])
+    except BaseException:  # noqa: BLE001 - print, then leave with a clear non-zero code
+        traceback.print_exc()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # gloo can abort (-6) in its shutdown path; leave cleanly instead

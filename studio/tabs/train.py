@@ -1,0 +1,230 @@
+"""Train tab: preset picker, a form generated from the RunConfig dataclasses, live config check,
+command preview, named configs, Start.
+
+Widgets map to dataclass fields (section, name); a handler turns the values into a RunConfig
+and calls core — never engine keys directly.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import typing
+from dataclasses import MISSING, fields
+from pathlib import Path
+
+import gradio as gr
+
+from core import config, datasets, runs, workspace
+from core.config import RunConfig
+from studio.locales import FIELD_HELP_ZH, t
+
+# fields shown open; every other field goes in the section's folded "advanced" group
+MAIN_FIELDS = {
+    "model": ["model_name_or_path"],
+    "data": ["dataset_name_or_path", "src_length", "max_length"],
+    "method": ["method", "lora_rank", "num_prefix_tokens", "vera_rank", "lokr_dim"],
+    "training": ["per_device_train_batch_size", "learning_rate", "num_train_epochs", "max_steps"],
+    "parallel": ["nproc"],
+}
+SECTION_CLASSES = {
+    "model": config.ModelSection, "data": config.DataSection, "method": config.MethodSection,
+    "training": config.TrainingSection, "parallel": config.ParallelSection,
+}
+
+
+def configs_dir() -> Path:
+    return workspace.home() / "configs"
+
+
+def model_choices() -> list[str]:
+    root = workspace.models_dir()
+    out = []
+    if root.is_dir():
+        out += [str(d) for d in sorted(root.iterdir()) if (d / "config.json").is_file() and not d.name.startswith(".")]
+    return out
+
+
+def dataset_choices() -> list[str]:
+    return [m["path"] for m in datasets.list_datasets()]
+
+
+def saved_configs() -> list[str]:
+    d = configs_dir()
+    return sorted(p.stem for p in d.glob("*.json")) if d.is_dir() else []
+
+
+def _help(name: str, meta_help: str, lang: str) -> str:
+    return FIELD_HELP_ZH.get(name, meta_help) if lang == "zh" else meta_help
+
+
+def _widget(section: str, f, lang: str):
+    """One widget for one dataclass field, chosen by its type."""
+    help_ = _help(f.name, f.metadata.get("help", ""), lang)
+    default = f.default if f.default is not MISSING else None
+    elem = f"cfg-{section}-{f.name}"
+    choices = f.metadata.get("choices")
+    hint = typing.get_type_hints(SECTION_CLASSES[section])[f.name]
+    if f.name == "model_name_or_path":
+        return gr.Dropdown(model_choices(), value=None, allow_custom_value=True, label=f.name, info=help_, elem_id=elem)
+    if f.name == "dataset_name_or_path":
+        return gr.Dropdown(dataset_choices(), value=None, allow_custom_value=True, label=f.name, info=help_, elem_id=elem)
+    if choices:
+        return gr.Dropdown(list(choices), value=default, label=f.name, info=help_, elem_id=elem)
+    if hint is bool:
+        return gr.Checkbox(value=default, label=f.name, info=help_, elem_id=elem)
+    if hint is int:
+        return gr.Number(value=default, precision=0, label=f.name, info=help_, elem_id=elem)
+    if hint is float:
+        return gr.Number(value=default, label=f.name, info=help_, elem_id=elem)
+    return gr.Textbox(value=default or "", label=f.name, info=help_, elem_id=elem)
+
+
+def values_to_config(spec: list[tuple[str, str]], name: str, values: list) -> RunConfig:
+    d: dict = {"name": (name or "run").strip() or "run"}
+    for (section, fname), v in zip(spec, values):
+        cls = SECTION_CLASSES[section]
+        hint = typing.get_type_hints(cls)[fname]
+        if hint is int:
+            v = int(v) if v is not None else 0
+        elif hint is float:
+            v = float(v) if v is not None else 0.0
+        elif hint is bool:
+            v = bool(v)
+        elif v == "" and fname in ("tokenizer_name_or_path", "chat_template", "weight_quantize_algo"):
+            v = None
+        d.setdefault(section, {})[fname] = v
+    return RunConfig.from_dict(d)
+
+
+def config_to_values(spec: list[tuple[str, str]], cfg: RunConfig) -> list:
+    d = cfg.to_dict()
+    return [d[section][fname] if d[section][fname] is not None else "" for section, fname in spec]
+
+
+def check_markdown(cfg: RunConfig, lang: str) -> str:
+    problems = config.check(cfg)
+    if not problems:
+        return t("train.check_ok", lang)
+    lines = [t("train.check_problems", lang, n=len(problems))]
+    for p in problems:
+        lines.append(f"- `{p['field']}`: " + t(f"check.{p['code']}", lang, field=p["field"], **p["params"]))
+    return "\n".join(lines)
+
+
+def command_preview(cfg: RunConfig) -> str:
+    """What Start will run, and the same run headless (after Save config)."""
+    probe = Path(workspace.runs_dir()) / "<run-id>"
+    argv = runs.launch_argv(probe, cfg.to_dict()["parallel"])
+    flat = cfg.to_paddlenlp(output_dir=str(probe / "output"))
+    return (
+        "# launch (written to the run's command.txt)\n" + shlex.join(argv)
+        + f"\n\n# headless twin, after “Save config”:\npaddle-studio train {configs_dir() / (cfg.name + '.json')}"
+        + "\n\n# config.json (the PaddleNLP argument JSON)\n" + json.dumps(flat, indent=2, ensure_ascii=False)
+    )
+
+
+def build_train_tab(ctx):
+    lang0 = ctx.initial_lang
+    tr = ctx.tr
+    spec: list[tuple[str, str]] = []
+    widgets = []
+    with tr(gr.Tab(ctx.text("train.tab"), id="train", elem_id="tab-train"), "train.tab"):
+        with gr.Row():
+            presets = config.list_presets()
+            preset = tr(gr.Dropdown([p["name"] for p in presets], value="demo-lora" if presets else None,
+                                    label=ctx.text("train.preset"), elem_id="train-preset"), "train.preset")
+            load_preset_btn = tr(gr.Button(ctx.text("train.load_preset")), "train.load_preset", "value")
+            run_name = tr(gr.Textbox("demo-lora", label=ctx.text("train.run_name"), elem_id="train-name"), "train.run_name")
+        preset_desc = gr.Markdown(elem_id="train-preset-desc")
+        for section in RunConfig.SECTIONS:
+            cls = SECTION_CLASSES[section]
+            fs = fields(cls)
+            main = [f for f in fs if f.name in MAIN_FIELDS[section]]
+            rest = [f for f in fs if f.name not in MAIN_FIELDS[section]]
+            ctx.heading(f"train.section_{section}")
+            with gr.Row():
+                for f in main:
+                    widgets.append(_widget(section, f, lang0))
+                    spec.append((section, f.name))
+            if rest:
+                with tr(gr.Accordion(ctx.text("train.advanced"), open=False), "train.advanced"):
+                    with gr.Row():
+                        for f in rest:
+                            widgets.append(_widget(section, f, lang0))
+                            spec.append((section, f.name))
+        ctx.heading("train.check")
+        check_md = gr.Markdown(elem_id="train-check")
+        with tr(gr.Accordion(ctx.text("train.command"), open=False), "train.command"):
+            command = gr.Code(language="shell", elem_id="train-command", interactive=False)
+        with gr.Row():
+            saved = tr(gr.Dropdown(saved_configs(), label=ctx.text("train.saved"), allow_custom_value=False), "train.saved")
+            load_btn = tr(gr.Button(ctx.text("train.load")), "train.load", "value")
+            save_btn = tr(gr.Button(ctx.text("train.save")), "train.save", "value")
+            start_btn = tr(gr.Button(ctx.text("train.start"), variant="primary", elem_id="train-start"), "train.start", "value")
+        start_msg = gr.Markdown(elem_id="train-start-msg")
+
+    lang = ctx.lang
+    started = gr.State(None)  # the run id this browser started last (the Runs tab follows it)
+
+    def refresh(name, lg, *values):
+        cfg = values_to_config(spec, name, list(values))
+        return check_markdown(cfg, lg), command_preview(cfg)
+
+    def load_preset(name, lg):
+        try:
+            cfg = config.load_preset(name)
+        except (OSError, ValueError, KeyError) as e:
+            return [gr.update()] * (len(widgets) + 1) + [t("error.prefix", lg) + str(e)]
+        desc = next((p["description"] + f"  \n`{p['command']}`" for p in config.list_presets() if p["name"] == name), "")
+        return [name, *config_to_values(spec, cfg), desc]
+
+    def save(name, lg, *values):
+        cfg = values_to_config(spec, name, list(values))
+        code = workspace.check_name(cfg.name)
+        if code:
+            return t("error.prefix", lg) + t(f"problem.{code}", lg, name=cfg.name), gr.update()
+        workspace.write_json_atomic(configs_dir() / f"{cfg.name}.json", cfg.to_paddlenlp()
+                                    | {"studio_parallel": cfg.to_dict()["parallel"], "studio_method": cfg.method.method})
+        return t("train.saved_as", lg, path=str(configs_dir() / f"{cfg.name}.json")), gr.update(choices=saved_configs(), value=cfg.name)
+
+    def load_saved(name, lg):
+        if not name:
+            return [gr.update()] * (len(widgets) + 1)
+        d = json.loads((configs_dir() / f"{name}.json").read_text(encoding="utf-8"))
+        par = d.pop("studio_parallel", None)
+        method = d.pop("studio_method", None)
+        cfg = RunConfig.from_paddlenlp(d, name=name, parallel=par)
+        if method:
+            cfg.method.method = method
+        return [name, *config_to_values(spec, cfg)]
+
+    def start(name, lg, *values):
+        cfg = values_to_config(spec, name, list(values))
+        problems = config.check(cfg)
+        if problems:
+            return check_markdown(cfg, lg), None
+        try:
+            run_id = runs.create(cfg)
+            st = runs.start(run_id)
+        except Exception as e:  # noqa: BLE001 - show it, never crash the page
+            return t("error.prefix", lg) + t("error.unexpected", lg, detail=str(e)), None
+        return t("train.started", lg, run=run_id, state=t(f"state.{st['state']}", lg)), run_id
+
+    inputs = [run_name, lang, *widgets]
+    for w in [run_name, *widgets]:
+        w.change(refresh, inputs=inputs, outputs=[check_md, command], queue=False, show_progress="hidden")
+    load_preset_btn.click(load_preset, inputs=[preset, lang], outputs=[run_name, *widgets, preset_desc])
+    save_btn.click(save, inputs=inputs, outputs=[start_msg, saved])
+    load_btn.click(load_saved, inputs=[saved, lang], outputs=[run_name, *widgets])
+    start_btn.click(start, inputs=inputs, outputs=[start_msg, started])
+
+    def on_load(name, lg):
+        return [*load_preset(name, lg), gr.update(choices=saved_configs())]
+
+    ctx.on_load.append((on_load, [preset, lang], [run_name, *widgets, preset_desc, saved]))
+    ctx.relocalize.append((refresh, inputs, [check_md, command]))
+    for w, (section, fname) in zip(widgets, spec):
+        meta = next(f for f in fields(SECTION_CLASSES[section]) if f.name == fname)
+        ctx.tr_fn(w, "info", lambda lg, n=fname, h=meta.metadata.get("help", ""): _help(n, h, lg))
+    return started
