@@ -259,7 +259,7 @@ MODEL_SHAPE = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=4, 
 
 
 def build_and_pretrain(tok, tok_dir: Path, corpus: list[str], out: Path, seed: int, steps: int, log=print,
-                       shape: dict | None = None, lr: float = 2e-3) -> dict:
+                       shape: dict | None = None, lr: float = 2e-3, batch: int = 16) -> dict:
     """A tiny LLaMA, briefly pretrained as a causal LM on the unpaired corpus sentences."""
     import numpy as np
     import paddle
@@ -287,7 +287,7 @@ def build_and_pretrain(tok, tok_dir: Path, corpus: list[str], out: Path, seed: i
     for i in rng.permutation(len(corpus)):
         ids.extend(tok.encode(corpus[i], add_special_tokens=False)["input_ids"])
         ids.append(tok.eos_token_id)
-    block, batch = 64, 16
+    block = 64
     n_blocks = len(ids) // (block + 1)
     data = np.array(ids[: n_blocks * (block + 1)], dtype="int64").reshape(n_blocks, block + 1)
     opt = paddle.optimizer.AdamW(
