@@ -34,7 +34,6 @@ bench: setup
 	$(BIN)/python bench/validate_throughput.py
 	$(BIN)/python bench/studio_startup.py
 	$(BIN)/python bench/train_overhead.py
-	$(BIN)/python bench/ui_latency.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

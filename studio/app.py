@@ -64,8 +64,6 @@ def _header(lang: str) -> str:
 
 def build_app(lang: str = "en") -> gr.Blocks:
     from studio.tabs.dataset import build_dataset_tab
-    from studio.tabs.merge import build_merge_tab
-    from studio.tabs.runs import build_runs_tab
     from studio.tabs.train import build_train_tab
 
     with gr.Blocks(title=t("app.title", lang)) as demo:
@@ -78,9 +76,7 @@ def build_app(lang: str = "en") -> gr.Blocks:
         ctx.tr(lang_radio, "app.language")
         with gr.Tabs():
             build_dataset_tab(ctx)
-            started = build_train_tab(ctx)
-            build_runs_tab(ctx, started)
-            build_merge_tab(ctx)
+            build_train_tab(ctx)
 
         comps = [c for c, _, _ in ctx.texts]
 
@@ -90,7 +86,7 @@ def build_app(lang: str = "en") -> gr.Blocks:
                 updates.append(gr.update(**{attr: text_of(new_lang)}))
             return updates
 
-        ev = lang_radio.change(switch, inputs=lang_radio, outputs=[header, *comps], queue=False)
+        ev = lang_radio.change(switch, inputs=lang_radio, outputs=[header, *comps])
         for fn, inputs, outputs in ctx.relocalize:
             ev.then(fn, inputs=inputs, outputs=outputs)
         for fn, inputs, outputs in ctx.on_load:

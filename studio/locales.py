@@ -112,7 +112,10 @@ TEXT: dict[str, dict[str, str]] = {
     "train.save": {"en": "Save config", "zh": "保存配置"},
     "train.saved_as": {"en": "Saved as `{path}`.", "zh": "已保存为 `{path}`。"},
     "train.start": {"en": "Start", "zh": "开始训练"},
-    "train.started": {"en": "Run **{run}** is {state}. Follow it in the Runs tab.", "zh": "运行 **{run}** {state}。请在“运行”页查看。"},
+    "train.started": {
+        "en": "Run **{run}** is {state}. Follow it with `paddle-studio runs show {run}`; its files are in `{dir}`.",
+        "zh": "运行 **{run}** {state}。可用 `paddle-studio runs show {run}` 查看；文件位于 `{dir}`。",
+    },
     "state.queued": {"en": "queued", "zh": "排队中"},
     "state.running": {"en": "running", "zh": "运行中"},
     "state.succeeded": {"en": "succeeded", "zh": "已成功"},

@@ -24,7 +24,7 @@ MAIN_FIELDS = {
     "model": ["model_name_or_path"],
     "data": ["dataset_name_or_path", "src_length", "max_length"],
     "method": ["method", "lora_rank", "num_prefix_tokens", "vera_rank", "lokr_dim"],
-    "training": ["per_device_train_batch_size", "learning_rate", "num_train_epochs", "max_steps"],
+    "training": ["per_device_train_batch_size", "learning_rate", "num_train_epochs", "max_steps", "eval_steps", "save_steps"],
     "parallel": ["nproc"],
 }
 SECTION_CLASSES = {
@@ -209,11 +209,11 @@ def build_train_tab(ctx):
             st = runs.start(run_id)
         except Exception as e:  # noqa: BLE001 - show it, never crash the page
             return t("error.prefix", lg) + t("error.unexpected", lg, detail=str(e)), None
-        return t("train.started", lg, run=run_id, state=t(f"state.{st['state']}", lg)), run_id
+        return t("train.started", lg, run=run_id, state=t(f"state.{st['state']}", lg), dir=str(runs.run_dir(run_id))), run_id
 
     inputs = [run_name, lang, *widgets]
     for w in [run_name, *widgets]:
-        w.change(refresh, inputs=inputs, outputs=[check_md, command], queue=False, show_progress="hidden")
+        w.change(refresh, inputs=inputs, outputs=[check_md, command], show_progress="hidden")
     load_preset_btn.click(load_preset, inputs=[preset, lang], outputs=[run_name, *widgets, preset_desc])
     save_btn.click(save, inputs=inputs, outputs=[start_msg, saved])
     load_btn.click(load_saved, inputs=[saved, lang], outputs=[run_name, *widgets])
