@@ -165,7 +165,6 @@ def build_train_tab(ctx):
         start_msg = gr.Markdown(elem_id="train-start-msg")
 
     lang = ctx.lang
-    started = gr.State(None)  # the run id this browser started last (the Runs tab follows it)
 
     def refresh(name, lg, *values):
         cfg = values_to_config(spec, name, list(values))
@@ -203,13 +202,13 @@ def build_train_tab(ctx):
         cfg = values_to_config(spec, name, list(values))
         problems = config.check(cfg)
         if problems:
-            return check_markdown(cfg, lg), None
+            return check_markdown(cfg, lg)
         try:
             run_id = runs.create(cfg)
             st = runs.start(run_id)
         except Exception as e:  # noqa: BLE001 - show it, never crash the page
-            return t("error.prefix", lg) + t("error.unexpected", lg, detail=str(e)), None
-        return t("train.started", lg, run=run_id, state=t(f"state.{st['state']}", lg), dir=str(runs.run_dir(run_id))), run_id
+            return t("error.prefix", lg) + t("error.unexpected", lg, detail=str(e))
+        return t("train.started", lg, run=run_id, state=t(f"state.{st['state']}", lg), dir=str(runs.run_dir(run_id)))
 
     inputs = [run_name, lang, *widgets]
     for w in [run_name, *widgets]:
@@ -217,7 +216,7 @@ def build_train_tab(ctx):
     load_preset_btn.click(load_preset, inputs=[preset, lang], outputs=[run_name, *widgets, preset_desc])
     save_btn.click(save, inputs=inputs, outputs=[start_msg, saved])
     load_btn.click(load_saved, inputs=[saved, lang], outputs=[run_name, *widgets])
-    start_btn.click(start, inputs=inputs, outputs=[start_msg, started])
+    start_btn.click(start, inputs=inputs, outputs=start_msg)
 
     def on_load(name, lg):
         return [*load_preset(name, lg), gr.update(choices=saved_configs())]
@@ -227,4 +226,3 @@ def build_train_tab(ctx):
     for w, (section, fname) in zip(widgets, spec):
         meta = next(f for f in fields(SECTION_CLASSES[section]) if f.name == fname)
         ctx.tr_fn(w, "info", lambda lg, n=fname, h=meta.metadata.get("help", ""): _help(n, h, lg))
-    return started
