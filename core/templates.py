@@ -31,6 +31,17 @@ def load_template(tokenizer, model_dir: str | Path | None = None, path: str | Pa
     tpl = getattr(tokenizer, "chat_template", None)
     if isinstance(tpl, str) and tpl:
         return tpl
+    # PaddleNLP compiles the template into a jinja2.Template object on load; the text we render
+    # (and the one training used) is the string in tokenizer_config.json.
+    for d in (model_dir, getattr(tokenizer, "name_or_path", None)):
+        cfg = Path(d) / "tokenizer_config.json" if d else None
+        if cfg is not None and cfg.is_file():
+            try:
+                text = json.loads(cfg.read_text(encoding="utf-8")).get("chat_template")
+            except (OSError, json.JSONDecodeError):
+                text = None
+            if isinstance(text, str) and text:
+                return text
     if model_dir and (Path(model_dir) / "chat_template.json").is_file():
         return load_template(tokenizer, path=Path(model_dir) / "chat_template.json")
     return None
