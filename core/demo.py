@@ -1,24 +1,28 @@
 """The demo workspace: a synthetic bilingual dataset, a tokenizer and a tiny LLaMA, built locally.
 
 ``paddle-studio demo init`` is deterministic from a seed, idempotent (a finished part is
-skipped), downloads nothing and takes well under three minutes on two CPU cores.
+skipped; a part an older DEMO_VERSION built is rebuilt), downloads nothing and takes about
+two and a half minutes on two CPU cores.
 
 Dataset tasks have exactly checkable answers:
 - ``translate``: a colour and a noun, ``翻译成英文：红色的苹果`` -> ``red apple`` and back;
 - ``attr``: ``类型#裙*颜色#蓝色*风格#清新`` -> a sentence built from the attributes (zh and en);
-- ``arith``: small additions and subtractions, asked in zh or en;
-- ``words``: put a list of words in reverse order (zh and en);
-- ``multi``: two-turn arithmetic where the second question refers to the first answer.
+- ``arith``: one-digit additions and subtractions, asked in zh or en;
+- ``words``: put a list of two or three words in reverse order (zh and en);
+- ``multi``: two turns where the second question refers to the first (change the colour of
+  what was just translated; add a number to the previous sum).
 
-The base model is pretrained on plain text only: the questions and answers as separate
-sentences, and other records of the same kinds as ``question => answer`` lines (never a
-dev record). It knows the domain, as a base LLM knows facts, but it has never seen the chat
-template: asked in the chat format it does not answer until it is fine-tuned.
+Every content word (colour, noun, style, ...) is one tokenizer piece, the same piece in the
+question and in the answer. The base model is pretrained on plain text only — other records
+of the same kinds as ``question => answer`` lines (never a dev record), the loss on what
+follows the arrow. It knows the domain, as a base LLM knows facts, but it has never seen the
+chat template: asked in the chat format it does not answer until it is fine-tuned.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 import time
@@ -26,7 +30,7 @@ from pathlib import Path
 
 from core import workspace
 
-DEMO_VERSION = 1
+DEMO_VERSION = 2
 DEMO_DATASET = "demo"
 DEMO_MODEL = "demo-base"
 
@@ -47,12 +51,19 @@ ZH_TYPES = {"裙": "裙子", "衬衫": "衬衫", "外套": "外套", "裤": "裤
 ZH_COLORS = ["红色", "蓝色", "白色", "黑色", "绿色", "黄色", "灰色", "粉色"]
 ZH_STYLES = ["清新", "简约", "复古", "休闲", "优雅", "街头"]
 ZH_MATERIALS = ["棉", "丝绸", "牛仔", "羊毛", "亚麻"]
-EN_TYPES = ["dress", "shirt", "coat", "skirt", "hat", "sweater"]
+EN_TYPES = ["dress", "shirt", "coat", "skirt", "scarf", "sweater"]
 EN_COLORS = ["red", "blue", "white", "black", "green", "yellow", "gray", "pink"]
 EN_STYLES = ["fresh", "simple", "vintage", "casual", "elegant", "sporty"]
 EN_MATERIALS = ["cotton", "silk", "denim", "wool", "linen"]
 ZH_WORDS = ["苹果", "香蕉", "橘子", "西瓜", "葡萄", "老虎", "熊猫", "小猫", "河流", "高山", "月亮", "太阳"]
 EN_WORDS = ["apple", "banana", "orange", "melon", "grape", "tiger", "panda", "kitten", "river", "mountain", "moon", "sun"]
+ZH_EN_NOUNS = dict(zip(ZH_WORDS + ["书", "杯子", "椅子", "汽车", "鸟", "花", "桌子", "门"],
+                       EN_WORDS + ["book", "cup", "chair", "car", "bird", "flower", "table", "door"]))
+ZH_EN_COLORS = dict(zip(ZH_COLORS, EN_COLORS))
+# Every content word is one tokenizer piece (see train_tokenizer), the same piece in the
+# question and in the answer: answering is then picking and mapping whole pieces.
+CONTENT_WORDS = sorted({*ZH_TYPES, *ZH_TYPES.values(), *ZH_COLORS, *ZH_STYLES, *ZH_MATERIALS, *ZH_EN_NOUNS,
+                        *EN_TYPES, *EN_COLORS, *EN_STYLES, *EN_MATERIALS, *ZH_EN_NOUNS.values()}, key=lambda w: (-len(w), w))
 
 
 def _attr(rng: random.Random) -> dict:
@@ -77,7 +88,8 @@ def _attr(rng: random.Random) -> dict:
 
 
 def _arith(rng: random.Random) -> dict:
-    a, b = rng.randint(0, 20), rng.randint(0, 20)
+    """One-digit additions and subtractions: a table a small model can hold."""
+    a, b = rng.randint(0, 9), rng.randint(0, 9)
     if rng.random() < 0.5:
         if rng.random() < 0.5:
             return {"src": f"计算 {a} + {b} 等于多少？", "tgt": f"{a} + {b} = {a + b}"}
@@ -90,7 +102,7 @@ def _arith(rng: random.Random) -> dict:
 
 
 def _words(rng: random.Random) -> dict:
-    k = rng.randint(2, 4)
+    k = rng.randint(2, 3)
     if rng.random() < 0.5:
         ws = rng.sample(ZH_WORDS, k)
         return {"src": "把这些词倒序排列：" + " ".join(ws), "tgt": " ".join(reversed(ws))}
@@ -98,27 +110,30 @@ def _words(rng: random.Random) -> dict:
     return {"src": "Reverse the order of these words: " + " ".join(ws), "tgt": " ".join(reversed(ws))}
 
 
-ZH_EN_NOUNS = dict(zip(ZH_WORDS + ["书", "杯子", "椅子", "汽车", "鸟", "花", "桌子", "门"],
-                       EN_WORDS + ["book", "cup", "chair", "car", "bird", "flower", "table", "door"]))
-ZH_EN_COLORS = dict(zip(ZH_COLORS, EN_COLORS))
-
-
 def _translate(rng: random.Random) -> dict:
-    """A colour and a noun, zh -> en or en -> zh: a lookup at fixed places in the prompt."""
+    """A colour and a noun, zh -> en or en -> zh: a lookup of two whole words."""
     zc, zn = rng.choice(list(ZH_EN_COLORS)), rng.choice(list(ZH_EN_NOUNS))
     zh, en = f"{zc}的{zn}", f"{ZH_EN_COLORS[zc]} {ZH_EN_NOUNS[zn]}"
     k = rng.randrange(4)
     if k == 0:
         return {"src": f"翻译成英文：{zh}", "tgt": en}
     if k == 1:
-        return {"src": f"“{zh}”用英文怎么说？", "tgt": en}
+        return {"src": f"{zh}用英文怎么说？", "tgt": en}
     if k == 2:
         return {"src": f"Translate to Chinese: {en}", "tgt": zh}
-    return {"src": f"How do you say \"{en}\" in Chinese?", "tgt": zh}
+    return {"src": f"How do you say {en} in Chinese?", "tgt": zh}
 
 
 def _multi(rng: random.Random) -> dict:
-    a, b, c = rng.randint(0, 10), rng.randint(0, 10), rng.randint(0, 10)
+    """Two turns; the second answer depends on the first turn (kept as history)."""
+    if rng.random() < 0.5:  # translate, then change the colour of the same thing
+        (zc, ec), (zc2, ec2) = rng.sample(list(ZH_EN_COLORS.items()), 2)
+        zn = rng.choice(list(ZH_EN_NOUNS))
+        en_n = ZH_EN_NOUNS[zn]
+        if rng.random() < 0.5:
+            return {"src": [f"翻译成英文：{zc}的{zn}", f"换成{zc2}呢？"], "tgt": [f"{ec} {en_n}", f"{ec2} {en_n}"]}
+        return {"src": [f"Translate to Chinese: {ec} {en_n}", f"And in {ec2}?"], "tgt": [f"{zc}的{zn}", f"{zc2}的{zn}"]}
+    a, b, c = rng.randint(0, 5), rng.randint(0, 5), rng.randint(1, 5)
     if rng.random() < 0.5:
         return {
             "src": [f"计算 {a} + {b} 等于多少？", f"再加 {c} 呢？"],
@@ -133,7 +148,7 @@ def _multi(rng: random.Random) -> dict:
 def generate_records(n: int, seed: int) -> list[dict]:
     """``n`` distinct records, drawn deterministically from ``seed``."""
     rng = random.Random(seed)
-    makers = [(_translate, 0.35), (_attr, 0.3), (_arith, 0.15), (_words, 0.1), (_multi, 0.1)]
+    makers = [(_translate, 0.35), (_attr, 0.3), (_arith, 0.08), (_words, 0.07), (_multi, 0.2)]
     seen, out = set(), []
     tries = 0
     while len(out) < n and tries < n * 50:
@@ -182,25 +197,27 @@ def write_dataset(root: Path, seed: int, n_train: int = 3000, n_dev: int = 200) 
     return meta
 
 
-def _corpus_lines(records: list[dict], seed: int, exclude: list[dict], n_plain: int = 3000) -> list[str]:
-    """The pretraining corpus, with no chat template anywhere in it.
-
-    - the dataset's questions and answers as separate, unpaired sentences;
-    - ``n_plain`` further records drawn with another seed (none of them a dev record), as
-      plain text ``question => answer``: the model learns the domain the way a base LLM
-      learns facts from the web, but has never seen the chat format it is asked in.
-    """
+def _sentences(records: list[dict]) -> list[str]:
+    """Every question and answer of ``records`` as a separate sentence (the tokenizer's text)."""
     lines = []
     for r in records:
         for x in (r["src"], r["tgt"]):
             lines.extend(x if isinstance(x, list) else [x])
+    return lines
+
+
+def _plain_lines(seed: int, exclude: list[dict], n: int) -> list[str]:
+    """The pretraining corpus: ``n`` records drawn with another seed (never one of ``exclude``)
+    as plain text ``question => answer`` — no chat template anywhere. The model learns the
+    domain the way a base LLM learns from web text, but has never seen the chat format."""
     banned = {json.dumps(r, ensure_ascii=False, sort_keys=True) for r in exclude}
-    for r in generate_records(n_plain + len(banned), seed + 1):
+    lines = []
+    for r in generate_records(n + len(banned), seed):
         if json.dumps(r, ensure_ascii=False, sort_keys=True) in banned:
             continue
         src, tgt = (r["src"], r["tgt"]) if isinstance(r["src"], list) else ([r["src"]], [r["tgt"]])
         lines.append(" ".join(f"{q} => {a}" for q, a in zip(src, tgt)))
-        if len(lines) >= n_plain + 2 * len(records):
+        if len(lines) >= n:
             break
     return lines
 
@@ -245,9 +262,10 @@ def _spm_train(spm, text: Path, out_dir: Path, vocab_size: int, seed: int) -> No
         eos_id=2,
         pad_id=3,
         pad_piece="<pad>",
-        user_defined_symbols=[USER_TOKEN, ASSISTANT_TOKEN, SYSTEM_TOKEN],
+        # the template markers, and every content word as one piece wherever it appears
+        user_defined_symbols=[USER_TOKEN, ASSISTANT_TOKEN, SYSTEM_TOKEN, *CONTENT_WORDS],
         split_digits=True,
-        max_sentencepiece_length=4,  # short pieces: answers reuse the prompt's tokens
+        max_sentencepiece_length=8,
         normalization_rule_name="identity",  # keep full-width punctuation as written
         hard_vocab_limit=False,
         num_threads=1,
@@ -255,12 +273,17 @@ def _spm_train(spm, text: Path, out_dir: Path, vocab_size: int, seed: int) -> No
     )
 
 
-MODEL_SHAPE = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=4, num_attention_heads=4)
+# 1.1 M parameters (tied input/output embeddings): ~6.5 steps/s on 2 shared CPU cores at 16
+# lines a step, so 900 steps fit the build time and the model starts to pick and map words
+# from the question (a 3.2 M model at ~2 steps/s for 200 steps did not).
+MODEL_SHAPE = dict(hidden_size=128, intermediate_size=512, num_hidden_layers=4, num_attention_heads=4)
+PRETRAIN_STEPS = 900
+PRETRAIN_LINES = 6000
 
 
 def build_and_pretrain(tok, tok_dir: Path, corpus: list[str], out: Path, seed: int, steps: int, log=print,
-                       shape: dict | None = None, lr: float = 2e-3, batch: int = 16) -> dict:
-    """A tiny LLaMA, briefly pretrained as a causal LM on the unpaired corpus sentences."""
+                       shape: dict | None = None, lr: float = 1e-2, batch: int = 16, warmup: int = 50) -> dict:
+    """A tiny LLaMA pretrained as a causal LM on the plain ``question => answer`` lines of ``corpus``."""
     import numpy as np
     import paddle
     from paddlenlp.transformers import LlamaConfig, LlamaForCausalLM
@@ -275,40 +298,51 @@ def build_and_pretrain(tok, tok_dir: Path, corpus: list[str], out: Path, seed: i
         bos_token_id=tok.bos_token_id,
         eos_token_id=tok.eos_token_id,
         pad_token_id=tok.pad_token_id,
-        tie_word_embeddings=False,
+        tie_word_embeddings=True,
         use_flash_attention=False,
         **(shape or MODEL_SHAPE),
     )
     model = LlamaForCausalLM(cfg)
     n_params = sum(int(np.prod(p.shape)) for p in model.parameters())
-    # Pack sentences (BOS s EOS ...) into fixed blocks.
+    # One line per row (BOS line EOS), right padded. The loss is on what follows the first
+    # "=>" of a line (its answers and EOS): the questions are context, not targets.
     rng = np.random.RandomState(seed)
-    ids: list[int] = []
-    for i in rng.permutation(len(corpus)):
-        ids.extend(tok.encode(corpus[i], add_special_tokens=False)["input_ids"])
-        ids.append(tok.eos_token_id)
-    block = 64
-    n_blocks = len(ids) // (block + 1)
-    data = np.array(ids[: n_blocks * (block + 1)], dtype="int64").reshape(n_blocks, block + 1)
+    arrow = tok.encode("=>", add_special_tokens=False)["input_ids"]
+    rows = []
+    for t in corpus:
+        ids = [tok.bos_token_id] + tok.encode(t, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+        start = next((i + len(arrow) for i in range(len(ids)) if ids[i:i + len(arrow)] == arrow), 0)
+        rows.append((ids, [-100] * start + ids[start:]))
     opt = paddle.optimizer.AdamW(
-        learning_rate=paddle.optimizer.lr.CosineAnnealingDecay(lr, T_max=steps),
+        learning_rate=paddle.optimizer.lr.LinearWarmup(
+            paddle.optimizer.lr.CosineAnnealingDecay(lr, T_max=max(steps - warmup, 1)), warmup, 0.0, lr),
         parameters=model.parameters(),
         weight_decay=0.01,
+        grad_clip=paddle.nn.ClipGradByGlobalNorm(1.0),
     )
     model.train()
     t0 = time.perf_counter()
     losses = []
+    order = rng.permutation(len(rows))
+    pos = 0
     for step in range(steps):
-        rows = data[rng.randint(0, n_blocks, size=batch)]
-        x, y = paddle.to_tensor(rows[:, :-1]), paddle.to_tensor(rows[:, 1:])  # labels shifted left
-        out_ = model(input_ids=x, labels=y)
+        if pos + batch > len(order):
+            order, pos = rng.permutation(len(rows)), 0
+        chunk = [rows[i] for i in order[pos:pos + batch]]
+        pos += batch
+        n = max(len(r) for r, _ in chunk) - 1
+        x = np.full((len(chunk), n), tok.pad_token_id, dtype="int64")
+        y = np.full((len(chunk), n), -100, dtype="int64")
+        for k, (r, lab) in enumerate(chunk):
+            x[k, :len(r) - 1], y[k, :len(r) - 1] = r[:-1], lab[1:]  # labels shifted left
+        out_ = model(input_ids=paddle.to_tensor(x), labels=paddle.to_tensor(y))
         loss = out_[0] if isinstance(out_, tuple) else out_.loss
         loss.backward()
         opt.step()
         opt.clear_grad()
         opt._learning_rate.step()
         losses.append(float(loss))
-        if step % 25 == 0 or step == steps - 1:
+        if step % 100 == 0 or step == steps - 1:
             log(f"pretrain step {step + 1}/{steps} loss {losses[-1]:.3f}")
     model.eval()
     tmp = workspace.temp_dir_beside(out)
@@ -325,11 +359,10 @@ def build_and_pretrain(tok, tok_dir: Path, corpus: list[str], out: Path, seed: i
             "pretrain": {
                 "steps": steps,
                 "batch": batch,
-                "block": block,
                 "first_loss": round(losses[0], 4),
                 "last_loss": round(sum(losses[-10:]) / min(10, len(losses)), 4),
                 "seconds": round(time.perf_counter() - t0, 1),
-                "corpus": "unpaired questions and answers + plain question => answer lines (no chat template, no dev record)",
+                "corpus": f"{len(corpus)} plain question => answer lines, loss after the arrow (no chat template, no dev record)",
             },
             "seed": seed,
             "demo_version": DEMO_VERSION,
@@ -342,42 +375,65 @@ def build_and_pretrain(tok, tok_dir: Path, corpus: list[str], out: Path, seed: i
     return info
 
 
-def status() -> dict:
-    """Which demo parts exist in the workspace."""
+def _built_version(info_file: Path) -> int | None:
+    """The demo_version recorded in a demo part's meta file (None when there is none)."""
+    try:
+        v = json.loads(info_file.read_text(encoding="utf-8")).get("demo_version")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return v if isinstance(v, int) else None
+
+
+def _parts() -> dict:
     ds = workspace.datasets_dir() / DEMO_DATASET
     md = workspace.models_dir() / DEMO_MODEL
-    return {
-        "dataset": str(ds) if (ds / "meta.json").is_file() else None,
-        "model": str(md) if (md / "studio_model.json").is_file() else None,
-    }
+    return {"dataset": (ds, ds / "meta.json"), "model": (md, md / "studio_model.json")}
 
 
-def init(seed: int = 1234, steps: int = 200, log=print) -> dict:
-    """Create the demo dataset and model where missing. Idempotent; returns what is there."""
+def status() -> dict:
+    """Which demo parts exist in the workspace, built by this DEMO_VERSION."""
+    return {name: str(d) if _built_version(f) == DEMO_VERSION else None for name, (d, f) in _parts().items()}
+
+
+def _clear(name: str, log) -> None:
+    """Make room for a demo part: remove one an older demo version built; refuse anything else."""
+    d, f = _parts()[name]
+    if not d.exists():
+        return
+    old = _built_version(f)
+    if old is None:  # a folder without our meta file is not ours: never overwrite it
+        raise FileExistsError(f"{d} exists but is not a finished demo {name}; move it away")
+    log(f"replacing demo {name} built by demo version {old}")
+    trash = workspace.temp_dir_beside(d)
+    os.rename(d, trash / d.name)  # out of the way in one step, then deleted
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def init(seed: int = 1234, steps: int = PRETRAIN_STEPS, log=print) -> dict:
+    """Create the demo dataset and model where missing or built by an older demo version.
+
+    Idempotent; returns what is there."""
     t0 = time.perf_counter()
     done = status()
     created = []
     ds_root = workspace.datasets_dir()
     if not done["dataset"]:
-        ds_dir = ds_root / DEMO_DATASET
-        if ds_dir.exists():  # a folder without meta.json is not ours: never overwrite it
-            raise FileExistsError(f"{ds_dir} exists but is not a finished demo dataset; move it away")
+        _clear("dataset", log)
         log("writing demo dataset")
         write_dataset(ds_root, seed)
         created.append("dataset")
-    if not done["model"]:
+    if not done["model"] or "dataset" in created:
+        _clear("model", log)
         md = workspace.models_dir() / DEMO_MODEL
-        if md.exists():
-            raise FileExistsError(f"{md} exists but is not a finished demo model; move it away")
         read = lambda f: [json.loads(l) for l in (ds_root / DEMO_DATASET / f).open(encoding="utf-8")]  # noqa: E731
         train, dev = read("train.json"), read("dev.json")
-        corpus = _corpus_lines(train + dev, seed, exclude=dev)
+        plain = _plain_lines(seed + 1, exclude=dev, n=PRETRAIN_LINES)
         scratch = workspace.temp_dir_beside(workspace.models_dir() / ".demo-tokenizer")
         try:
             log("training tokenizer")
-            tok, tok_dir = train_tokenizer(corpus, scratch, seed)
+            tok, tok_dir = train_tokenizer(_sentences(train + dev) + plain, scratch, seed)
             log("pretraining tiny LLaMA")
-            build_and_pretrain(tok, tok_dir, corpus, md, seed, steps, log)
+            build_and_pretrain(tok, tok_dir, plain, md, seed, steps, log)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         created.append("model")

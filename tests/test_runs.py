@@ -80,7 +80,7 @@ def test_demo_lora_run_raises_exact_match(lora_run, ws):
     recs = [json.loads(l) for l in (d / "metrics.jsonl").read_text().splitlines()]
     losses = [r["loss"] for r in recs if "loss" in r]
     evals = [r for r in recs if "eval_loss" in r]
-    assert len(losses) == 400 and len(evals) == 2
+    assert len(losses) == 300 and len(evals) == 2
     assert all(k in evals[-1] for k in ("eval_ppl", "token_accuracy"))
     assert all("tokens_per_sec" in r and "eta" in r for r in recs if "loss" in r and r["step"] > 1)
     adapter = d / "output"
@@ -93,10 +93,11 @@ def test_demo_lora_run_raises_exact_match(lora_run, ws):
     print(f"\nexact match base {base['exact_match']:.3f} -> LoRA {tuned['exact_match']:.3f}; "
           f"eval loss {base['eval_loss']:.3f} -> {tuned['eval_loss']:.3f}; run {recs[-1]['time'] - recs[0]['time']:.1f} s")
     assert base["records"] == tuned["records"] == 200
-    # what this tiny model reaches on CPU in 400 LoRA steps: see README (demo workspace) for figures
-    assert tuned["exact_match"] > base["exact_match"] and tuned["exact_match"] >= 0.02
-    assert tuned["eval_loss"] < base["eval_loss"] - 0.5
-    assert tuned["rouge_l"] > base["rouge_l"] + 0.2 and tuned["bleu4"] > base["bleu4"] + 0.2
+    # what this tiny model reaches on CPU in 300 LoRA steps: see README (demo workspace) for figures
+    assert base["exact_match"] <= 0.05  # the base has never seen the chat template
+    assert tuned["exact_match"] >= 0.25 and tuned["exact_match"] > base["exact_match"] + 0.2
+    assert tuned["eval_loss"] < base["eval_loss"] - 1.0 and tuned["eval_loss"] < 0.6
+    assert tuned["rouge_l"] > base["rouge_l"] + 0.2 and tuned["bleu4"] > base["bleu4"] + 0.3
 
 
 def test_merged_logits_equal_adapter_logits(lora_run, ws, tmp_path):
