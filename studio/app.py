@@ -32,6 +32,8 @@ class Ctx:
     relocalize: list = field(default_factory=list)
     # events to run on every page load, so a reload shows the workspace as it is now
     on_load: list = field(default_factory=list)
+    # the gr.Tabs holding every tab (a handler may switch tabs by returning gr.Tabs(selected=id))
+    tabs: gr.Tabs | None = None
 
     def tr(self, component, key: str, attr: str = "label", fmt: str = "{}"):
         """Register ``component`` so its ``attr`` follows the language switch; returns it."""
@@ -63,7 +65,11 @@ def _header(lang: str) -> str:
 
 
 def build_app(lang: str = "en") -> gr.Blocks:
+    from studio.tabs.chat import build_chat_tab
     from studio.tabs.dataset import build_dataset_tab
+    from studio.tabs.merge import build_merge_tab
+    from studio.tabs.quantize import build_quantize_tab
+    from studio.tabs.runs import build_runs_tab
     from studio.tabs.train import build_train_tab
 
     with gr.Blocks(title=t("app.title", lang)) as demo:
@@ -74,9 +80,13 @@ def build_app(lang: str = "en") -> gr.Blocks:
             )
         ctx = Ctx(lang=lang_radio, initial_lang=lang)
         ctx.tr(lang_radio, "app.language")
-        with gr.Tabs():
+        with gr.Tabs(elem_id="studio-tabs") as ctx.tabs:
             build_dataset_tab(ctx)
-            build_train_tab(ctx)
+            started = build_train_tab(ctx)
+            build_runs_tab(ctx, started)
+            build_merge_tab(ctx)
+            chat_model = build_chat_tab(ctx)
+            build_quantize_tab(ctx, chat_model)
 
         comps = [c for c, _, _ in ctx.texts]
 
@@ -90,7 +100,7 @@ def build_app(lang: str = "en") -> gr.Blocks:
         for fn, inputs, outputs in ctx.relocalize:
             ev.then(fn, inputs=inputs, outputs=outputs)
         for fn, inputs, outputs in ctx.on_load:
-            demo.load(fn, inputs=inputs, outputs=outputs)
+            demo.load(fn, inputs=inputs, outputs=outputs, show_progress="hidden")
     return demo
 
 

@@ -11,10 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import gradio as gr
-import pandas as pd
 
 from core import datasets, workspace
-from studio.charts import histogram_svg
+from studio.charts import histogram_svg, html_table
 from studio.locales import problem, t
 
 FORMAT_CHOICES = ["auto", *datasets.FORMATS]
@@ -28,7 +27,7 @@ class DatasetTab:
     fmt: gr.Dropdown
     validate_btn: gr.Button
     summary: gr.Markdown
-    problems: gr.Dataframe
+    problems: gr.HTML
     record: gr.Slider
     conversation: gr.Chatbot
     tokenizer: gr.Dropdown
@@ -38,7 +37,7 @@ class DatasetTab:
     skip_bad: gr.Checkbox
     import_btn: gr.Button
     import_msg: gr.Markdown
-    table: gr.Dataframe
+    table: gr.HTML
 
 
 # ---------------------------------------------------------------- choices
@@ -72,10 +71,10 @@ def tokenizer_choices() -> list[tuple[str, str]]:
     ]
 
 
-def datasets_frame(lang: str) -> pd.DataFrame:
+def datasets_frame(lang: str) -> str:
     cols = ["name", "train", "dev", "format", "source", "created"]
     rows = [[m.get(c, "") for c in cols] for m in datasets.list_datasets()]
-    return pd.DataFrame(rows, columns=[t(f"dataset.col_{c}", lang) for c in cols])
+    return html_table([t(f"dataset.col_{c}", lang) for c in cols], rows)
 
 
 def suggest_name(path: str) -> str:
@@ -93,7 +92,7 @@ def _error_text(e: Exception, lang: str) -> str:
     return t("error.prefix", lang) + t("error.unexpected", lang, detail=f"{type(e).__name__}: {e}")
 
 
-def problems_frame(rep: dict | None, lang: str) -> pd.DataFrame:
+def problems_frame(rep: dict | None, lang: str) -> str:
     cols = [t(f"dataset.col_{c}", lang) for c in ("file", "line", "field", "severity", "reason")]
     rows = []
     for p in (rep or {}).get("problems", []):
@@ -106,7 +105,7 @@ def problems_frame(rep: dict | None, lang: str) -> pd.DataFrame:
                 problem(p["code"], p["params"], lang),
             ]
         )
-    return pd.DataFrame(rows, columns=cols)
+    return html_table(cols, rows)
 
 
 def summary_markdown(rep: dict, lang: str) -> str:
@@ -280,7 +279,7 @@ def build_dataset_tab(ctx) -> DatasetTab:
         ctx.heading("dataset.result")
         summary = gr.Markdown(ctx.text("dataset.none_selected"), elem_id="dataset-summary")
         problems_df = tr(
-            gr.Dataframe(problems_frame(None, lang0), label=ctx.text("dataset.problems"), interactive=False, wrap=True, elem_id="dataset-problems"),
+            gr.HTML(problems_frame(None, lang0), label=ctx.text("dataset.problems"), show_label=True, container=True, elem_id="dataset-problems"),
             "dataset.problems",
         )
         with tr(gr.Accordion(ctx.text("dataset.preview"), open=True), "dataset.preview"):
@@ -305,7 +304,7 @@ def build_dataset_tab(ctx) -> DatasetTab:
             import_btn = tr(gr.Button(ctx.text("dataset.import_btn"), variant="primary"), "dataset.import_btn", "value")
         import_msg = gr.Markdown(elem_id="dataset-import-msg")
         table = tr(
-            gr.Dataframe(datasets_frame(lang0), label=ctx.text("dataset.list"), interactive=False, elem_id="dataset-list"),
+            gr.HTML(datasets_frame(lang0), label=ctx.text("dataset.list"), show_label=True, container=True, elem_id="dataset-list"),
             "dataset.list",
         )
 

@@ -163,6 +163,9 @@ def build_train_tab(ctx):
             save_btn = tr(gr.Button(ctx.text("train.save")), "train.save", "value")
             start_btn = tr(gr.Button(ctx.text("train.start"), variant="primary", elem_id="train-start"), "train.start", "value")
         start_msg = gr.Markdown(elem_id="train-start-msg")
+        # inside the Tab: a component directly under gr.Tabs shifts the index every later tab
+        # registers under (the next tab's label overwrote another's and the page froze)
+        started = gr.State(None)  # the run id this browser started last (the Runs tab follows it)
 
     lang = ctx.lang
 
@@ -202,13 +205,14 @@ def build_train_tab(ctx):
         cfg = values_to_config(spec, name, list(values))
         problems = config.check(cfg)
         if problems:
-            return check_markdown(cfg, lg)
+            return check_markdown(cfg, lg), gr.skip(), gr.skip()
         try:
             run_id = runs.create(cfg)
             st = runs.start(run_id)
         except Exception as e:  # noqa: BLE001 - show it, never crash the page
-            return t("error.prefix", lg) + t("error.unexpected", lg, detail=str(e))
-        return t("train.started", lg, run=run_id, state=t(f"state.{st['state']}", lg), dir=str(runs.run_dir(run_id)))
+            return t("error.prefix", lg) + t("error.unexpected", lg, detail=str(e)), gr.skip(), gr.skip()
+        msg = t("train.started", lg, run=run_id, state=t(f"state.{st['state']}", lg), dir=str(runs.run_dir(run_id)))
+        return msg, run_id, gr.Tabs(selected="runs")
 
     inputs = [run_name, lang, *widgets]
     for w in [run_name, *widgets]:
@@ -216,7 +220,7 @@ def build_train_tab(ctx):
     load_preset_btn.click(load_preset, inputs=[preset, lang], outputs=[run_name, *widgets, preset_desc])
     save_btn.click(save, inputs=inputs, outputs=[start_msg, saved])
     load_btn.click(load_saved, inputs=[saved, lang], outputs=[run_name, *widgets])
-    start_btn.click(start, inputs=inputs, outputs=start_msg)
+    start_btn.click(start, inputs=inputs, outputs=[start_msg, started, ctx.tabs])
 
     def on_load(name, lg):
         return [*load_preset(name, lg), gr.update(choices=saved_configs())]
@@ -226,3 +230,4 @@ def build_train_tab(ctx):
     for w, (section, fname) in zip(widgets, spec):
         meta = next(f for f in fields(SECTION_CLASSES[section]) if f.name == fname)
         ctx.tr_fn(w, "info", lambda lg, n=fname, h=meta.metadata.get("help", ""): _help(n, h, lg))
+    return started

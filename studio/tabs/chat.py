@@ -1,0 +1,306 @@
+"""Chat tab: a client of `paddle-studio serve` workers (the studio never holds model weights).
+
+Load starts a serve worker subprocess for the picked model (workspace models, merged and
+quantized models, run outputs and adapters); Unload stops it. Workers are recorded in
+``$PADDLE_STUDIO_HOME/serve/chat-workers.json`` so a studio restart finds them again. Answers
+stream token by token over HTTP; Stop closes the stream, which makes the worker stop
+generating. Compare sends one prompt to two models side by side.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import shlex
+import threading
+from pathlib import Path
+
+import gradio as gr
+
+from core import evaluate, serve, workspace
+from studio.locales import t
+
+_lock = threading.Lock()
+_streams: dict[str, list] = {}  # browser session -> streams being read (Stop closes them)
+
+
+# ---------------------------------------------------------------- models and workers
+
+
+def model_choices() -> list[tuple[str, str]]:
+    """(label, key) for every model a worker can serve; key is "model:DIR" or "adapter:DIR"."""
+    out = []
+    home = workspace.home()
+    root = workspace.models_dir()
+    if root.is_dir():
+        for d in sorted(root.iterdir()):
+            if d.is_dir() and not d.name.startswith(".") and (d / "config.json").is_file():
+                tag = " (quantized)" if (d / "studio_quant.json").is_file() else ""
+                out.append((f"models/{d.name}{tag}", f"model:{d}"))
+    rroot = workspace.runs_dir()
+    if rroot.is_dir():
+        for d in sorted(rroot.glob("*/output"), reverse=True):
+            if not (d / "studio_model.json").is_file():
+                continue
+            kind = evaluate.adapter_kind(d)
+            rel = str(d.relative_to(home))
+            out.append((f"{rel} ({kind})" if kind else rel, f"adapter:{d}" if kind else f"model:{d}"))
+    return out
+
+
+def _registry_path() -> Path:
+    return workspace.home() / "serve" / "chat-workers.json"
+
+
+def _registry() -> dict:
+    try:
+        return json.loads(_registry_path().read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def worker_for(key: str | None) -> serve.Worker | None:
+    """The live worker serving ``key``, if any (found through its ready file)."""
+    if not key:
+        return None
+    entry = _registry().get(key)
+    return serve.attach_worker(entry["ready_file"], entry.get("log_path")) if entry else None
+
+
+def load(key: str) -> serve.Worker:
+    with _lock:
+        w = worker_for(key)
+        if w is not None:
+            return w
+        kind, _, path = key.partition(":")
+        name = Path(path).parent.name if Path(path).name == "output" else Path(path).name
+        w = serve.start_worker(None if kind == "adapter" else path, path if kind == "adapter" else None, name=name)
+        reg = _registry()
+        reg[key] = {"ready_file": w.ready_file, "log_path": w.log_path, "pid": w.pid}
+        workspace.write_json_atomic(_registry_path(), reg)
+        return w
+
+
+def unload(key: str) -> bool:
+    with _lock:
+        w = worker_for(key)
+        reg = _registry()
+        reg.pop(key, None)
+        workspace.write_json_atomic(_registry_path(), reg)
+        if w is None:
+            return False
+        serve.stop_worker(w)
+        return True
+
+
+# ---------------------------------------------------------------- requests
+
+
+def gen_params(temperature, top_p, top_k, repetition_penalty, max_tokens, seed) -> dict:
+    p = {"temperature": float(temperature or 0), "top_p": float(top_p or 1), "top_k": int(top_k or 0),
+         "repetition_penalty": float(repetition_penalty or 1), "max_tokens": int(max_tokens or 64)}
+    if seed is not None and str(seed).strip() != "" and int(seed) >= 0:
+        p["seed"] = int(seed)
+    return p
+
+
+def request_messages(history: list[dict], system: str) -> list[dict]:
+    msgs = [{"role": "system", "content": system}] if (system or "").strip() else []
+    return msgs + [{"role": m["role"], "content": m["content"]} for m in history if m.get("role") in ("user", "assistant")]
+
+
+def api_snippet(w: serve.Worker | None, messages: list[dict], params: dict) -> str:
+    """The same request as curl and as the openai Python client."""
+    if w is None:
+        return ""
+    body = {"model": w.name, "messages": messages, **params}
+    py_params = "".join(f", {k}={v!r}" for k, v in params.items() if k in ("temperature", "top_p", "max_tokens", "seed"))
+    extra = {k: v for k, v in params.items() if k in ("top_k", "repetition_penalty")}
+    return (
+        f"# curl (streaming)\ncurl -N {w.url}/v1/chat/completions -H 'Content-Type: application/json' \\\n"
+        f"  -d {shlex.quote(json.dumps({**body, 'stream': True}, ensure_ascii=False))}\n\n"
+        "# Python (pip install openai)\nfrom openai import OpenAI\n"
+        f"client = OpenAI(base_url='{w.url}/v1', api_key='none')\n"
+        f"stream = client.chat.completions.create(model={w.name!r}, messages={messages!r}{py_params}, stream=True"
+        + (f", extra_body={extra!r}" if extra else "") + ")\n"
+        "for chunk in stream:\n    print(chunk.choices[0].delta.content or '', end='', flush=True)\n"
+    )
+
+
+def _read(stream, side: int, q: queue.Queue) -> None:
+    try:
+        for delta in stream:
+            q.put((side, "delta", delta))
+        q.put((side, "done", stream.finish_reason))
+    except Exception as e:  # noqa: BLE001 - shown in the chat, never raised into the UI
+        q.put((side, "error", str(e)))
+
+
+def stream_both(session: str, histories: list[list[dict]], workers: list, system: str, params: dict, lang: str):
+    """Yield (history A, history B, status) while both answers stream; the last user turn is already in."""
+    q: queue.Queue = queue.Queue()
+    streams, live = [], 0
+    for side, (hist, w) in enumerate(zip(histories, workers)):
+        if w is None:
+            continue
+        hist.append({"role": "assistant", "content": ""})
+        s = serve.stream_chat(w.url, request_messages(hist[:-1], system), **params)
+        streams.append(s)
+        threading.Thread(target=_read, args=(s, side, q), daemon=True).start()
+        live += 1
+    with _lock:
+        _streams[session] = streams
+    notes = []
+    try:
+        yield histories[0], histories[1], ""
+        while live:
+            side, what, val = q.get()
+            if what == "delta":
+                histories[side][-1]["content"] += val
+            else:
+                live -= 1
+                if what == "error":
+                    histories[side][-1]["content"] += f"\n\n[{t('error.prefix', lang)}{val}]"
+                elif val == "cancelled":
+                    notes.append(t("chat.stopped", lang))
+                elif val == "length":
+                    notes.append(t("chat.length", lang))
+            yield histories[0], histories[1], " ".join(dict.fromkeys(notes))
+    finally:
+        for s in streams:
+            s.close()
+        with _lock:
+            _streams.pop(session, None)
+
+
+def stop_session(session: str) -> int:
+    with _lock:
+        streams = list(_streams.get(session, []))
+    for s in streams:
+        s.close()
+    return len(streams)
+
+
+# ---------------------------------------------------------------- the tab
+
+
+def build_chat_tab(ctx):
+    tr = ctx.tr
+    with tr(gr.Tab(ctx.text("chat.tab"), id="chat", elem_id="tab-chat"), "chat.tab"):
+        with gr.Row():
+            choices = model_choices()
+            model_a = tr(gr.Dropdown(choices, value=None, label=ctx.text("chat.model"), elem_id="chat-model"), "chat.model")
+            model_b = tr(gr.Dropdown([("—", ""), *choices], value="", label=ctx.text("chat.compare"),
+                                     elem_id="chat-compare"), "chat.compare")
+            refresh = tr(gr.Button(ctx.text("dataset.refresh"), size="sm"), "dataset.refresh", "value")
+        with gr.Row():
+            load_btn = tr(gr.Button(ctx.text("chat.load"), variant="primary", elem_id="chat-load"), "chat.load", "value")
+            unload_btn = tr(gr.Button(ctx.text("chat.unload"), elem_id="chat-unload"), "chat.unload", "value")
+        status = gr.Markdown(elem_id="chat-status")
+        with tr(gr.Accordion(ctx.text("chat.settings"), open=False), "chat.settings"):
+            system = tr(gr.Textbox(label=ctx.text("chat.system"), lines=2, elem_id="chat-system"), "chat.system")
+            with gr.Row():
+                temperature = tr(gr.Slider(0, 2, value=0, step=0.05, label=ctx.text("chat.temperature")), "chat.temperature")
+                top_p = tr(gr.Slider(0.05, 1, value=1, step=0.05, label="top_p"), "chat.top_p")
+                top_k = tr(gr.Number(0, precision=0, minimum=0, label="top_k"), "chat.top_k")
+            with gr.Row():
+                rep = tr(gr.Slider(1, 2, value=1, step=0.05, label=ctx.text("chat.repetition_penalty")),
+                         "chat.repetition_penalty")
+                max_tokens = tr(gr.Number(64, precision=0, minimum=1, maximum=512, label=ctx.text("chat.max_tokens"),
+                                          elem_id="chat-max-tokens"), "chat.max_tokens")
+                seed = tr(gr.Number(-1, precision=0, label=ctx.text("chat.seed")), "chat.seed")
+        with gr.Row():
+            chat_a = gr.Chatbot(height=320, elem_id="chat-a", show_label=False)
+            chat_b = gr.Chatbot(height=320, elem_id="chat-b", show_label=False)
+        with gr.Row():
+            msg = tr(gr.Textbox(label=ctx.text("chat.message"), scale=4, elem_id="chat-input"), "chat.message")
+            send = tr(gr.Button(ctx.text("chat.send"), variant="primary", scale=0, elem_id="chat-send"), "chat.send", "value")
+        with gr.Row():
+            stop = tr(gr.Button(ctx.text("chat.stop"), variant="stop", elem_id="chat-stop"), "chat.stop", "value")
+            regen = tr(gr.Button(ctx.text("chat.regenerate"), elem_id="chat-regen"), "chat.regenerate", "value")
+            clear = tr(gr.Button(ctx.text("chat.clear"), elem_id="chat-clear"), "chat.clear", "value")
+        note = gr.Markdown(elem_id="chat-note")
+        with tr(gr.Accordion(ctx.text("chat.api"), open=False), "chat.api"):
+            api = gr.Code(language="shell", interactive=False, elem_id="chat-api")
+    lang = ctx.lang
+    settings = [system, temperature, top_p, top_k, rep, max_tokens, seed]
+
+    def describe(a, b, lg):
+        lines = []
+        for key in [a, b]:
+            if not key:
+                continue
+            w = worker_for(key)
+            label = key.partition(":")[2]
+            lines.append(t("chat.loaded", lg, model=label, url=w.url, pid=w.pid) if w else t("chat.not_loaded", lg, model=label))
+        return "  \n".join(lines) or t("chat.pick_first", lg)
+
+    def do_load(a, b, lg):
+        if not a:
+            return t("chat.pick_first", lg)
+        try:
+            for key in dict.fromkeys(k for k in (a, b) if k):
+                load(key)
+        except Exception as e:  # noqa: BLE001 - the worker's own message (its log tail)
+            return t("error.prefix", lg) + str(e)
+        return describe(a, b, lg)
+
+    def do_unload(a, b, lg):
+        for key in (a, b):
+            if key:
+                unload(key)
+        return describe(a, b, lg)
+
+    def send_fn(text, ha, hb, a, b, sys_, temp, tp, tk, rp, mt, sd, lg, request: gr.Request):
+        ha, hb = list(ha or []), list(hb or [])
+        text = (text or "").strip()
+        if not text:
+            yield ha, hb, t("chat.empty", lg), gr.skip(), gr.skip()
+            return
+        wa, wb = worker_for(a), worker_for(b) if b else None
+        if wa is None:
+            yield ha, hb, t("chat.load_first", lg), gr.skip(), gr.skip()
+            return
+        params = gen_params(temp, tp, tk, rp, mt, sd)
+        ha.append({"role": "user", "content": text})
+        if wb is not None:
+            hb.append({"role": "user", "content": text})
+        snippet = api_snippet(wa, request_messages(ha, sys_), params)
+        for xa, xb, n in stream_both(request.session_hash, [ha, hb], [wa, wb], sys_, params, lg):
+            yield xa, xb, n, "", snippet
+
+    def regen_fn(ha, hb, a, b, *rest, request: gr.Request):
+        ha, hb = list(ha or []), list(hb or [])
+        last = next((m["content"] for m in reversed(ha) if m["role"] == "user"), None)
+        for h in (ha, hb):
+            while h and h[-1]["role"] == "assistant":
+                h.pop()
+            if h and h[-1]["role"] == "user":
+                h.pop()
+        yield from send_fn(last, ha, hb, a, b, *rest, request=request)
+
+    def stop_fn(request: gr.Request):
+        stop_session(request.session_hash)
+
+    outs = [chat_a, chat_b, note, msg, api]
+    ev_send = send.click(send_fn, inputs=[msg, chat_a, chat_b, model_a, model_b, *settings, lang], outputs=outs,
+                         show_progress="hidden")
+    ev_submit = msg.submit(send_fn, inputs=[msg, chat_a, chat_b, model_a, model_b, *settings, lang], outputs=outs,
+                           show_progress="hidden")
+    ev_regen = regen.click(regen_fn, inputs=[chat_a, chat_b, model_a, model_b, *settings, lang], outputs=outs,
+                           show_progress="hidden")
+    stop.click(stop_fn, cancels=[ev_send, ev_submit, ev_regen])
+    clear.click(lambda: ([], [], ""), outputs=[chat_a, chat_b, note])
+    load_btn.click(do_load, inputs=[model_a, model_b, lang], outputs=status)
+    unload_btn.click(do_unload, inputs=[model_a, model_b, lang], outputs=status)
+    for dd in (model_a, model_b):
+        dd.change(describe, inputs=[model_a, model_b, lang], outputs=status, show_progress="hidden")
+
+    def lists():
+        c = model_choices()
+        return gr.update(choices=c), gr.update(choices=[("—", ""), *c])
+
+    refresh.click(lists, outputs=[model_a, model_b])
+    ctx.on_load.append((lists, [], [model_a, model_b]))
+    ctx.relocalize.append((describe, [model_a, model_b, lang], [status]))
+    return model_a

@@ -1,0 +1,272 @@
+"""Runs tab: every run with its status; one run's live log, loss/eval-loss curves, progress, ETA,
+Stop / Resume / Continue, config and command; a second run overlaid with a config diff.
+
+Everything shown is read from the run directories, so a reload, a second browser or a studio
+restart shows the same thing. A 0.25 s timer looks at the run's file sizes and pushes an
+update only when something changed (new metrics lines, a new status, log growth); otherwise
+it sends nothing.
+"""
+
+from __future__ import annotations
+
+import json
+
+import gradio as gr
+
+from core import runs, workspace
+from studio.charts import html_table, line_chart_svg
+from studio.locales import t
+
+TICK = 0.25
+LIST_TICK = 1.0
+
+
+def runs_table(lang: str) -> str:
+    cols = ["run", "state", "method", "step", "loss", "eval_loss", "created"]
+    rows = []
+    for r in runs.list_runs():
+        p = r["progress"]
+        rows.append([
+            r["run_id"], t(f"state.{r['status'].get('state', 'queued')}", lang), r.get("method") or "",
+            f"{p['step']}/{p['max_steps']}",
+            "" if p["loss"] is None else f"{p['loss']:.4f}",
+            "" if p["eval_loss"] is None else f"{p['eval_loss']:.4f}",
+            r.get("created", ""),
+        ])
+    return html_table([t(f"runs.col_{c}", lang) for c in cols], rows, empty=t("runs.none", lang))
+
+
+def list_signature() -> tuple:
+    """Changes whenever a run appears or any run's status or metrics change."""
+    sig = []
+    for d in runs._run_dirs():
+        for f in ("status.json", "metrics.jsonl"):
+            try:
+                st = (d / f).stat()
+                sig.append((d.name, f, st.st_mtime_ns, st.st_size))
+            except OSError:
+                sig.append((d.name, f, None))
+    return tuple(sig)
+
+
+def run_ids() -> list[str]:
+    return [d.name for d in runs._run_dirs()]
+
+
+def curve_html(series: dict[str, list[dict]], title: str) -> str:
+    """loss and eval_loss per run as lines (one series per run and metric)."""
+    lines = {}
+    for prefix, records in series.items():
+        for key in ("loss", "eval_loss"):
+            pts = [(r["step"], r[key]) for r in records if r.get(key) is not None]
+            if pts:
+                lines[f"{prefix}{key}"] = pts
+    return f"<div id='run-curve'>{line_chart_svg(lines, title)}</div>"
+
+
+def progress_html(st: dict, p: dict, lang: str) -> str:
+    frac = min(p["step"] / p["max_steps"], 1.0) if p.get("max_steps") else 0.0
+    if st.get("state") == "succeeded":
+        frac = 1.0
+    eta = ""
+    if st.get("state") == "running" and p.get("eta") is not None:
+        eta = t("runs.eta", lang, s=int(round(p["eta"])))
+    return (
+        f"<div id='run-progress' data-step='{p['step']}' data-max='{p['max_steps']}'>"
+        f"<div style='background:#ddd;border-radius:4px;height:14px'><div style='width:{frac * 100:.1f}%;"
+        f"background:#4e79a7;height:14px;border-radius:4px'></div></div>"
+        f"<span>{t('runs.progress', lang, step=p['step'], max=p['max_steps'], pct=f'{frac * 100:.0f}')} {eta}</span></div>"
+    )
+
+
+def status_markdown(run_id: str, st: dict, p: dict, lang: str) -> str:
+    state = st.get("state", "queued")
+    parts = [f"**{run_id}** — <span id='run-state'>{t(f'state.{state}', lang)}</span>"]
+    if p.get("loss") is not None:
+        parts.append(t("runs.last_loss", lang, loss=f"{p['loss']:.4f}"))
+    if p.get("eval_loss") is not None:
+        parts.append(t("runs.last_eval", lang, loss=f"{p['eval_loss']:.4f}"))
+    if st.get("reason") and state != "succeeded":
+        parts.append(t("runs.reason", lang, reason=st["reason"]))
+    if st.get("exit_code") is not None:
+        parts.append(t("runs.exit_code", lang, code=st["exit_code"]))
+    return " · ".join(parts)
+
+
+def config_diff(a: str, b: str, lang: str) -> str:
+    """Keys whose values differ between two runs' PaddleNLP argument JSON."""
+    ca = runs.read_json(runs.run_dir(a) / "config.json", {}) or {}
+    cb = runs.read_json(runs.run_dir(b) / "config.json", {}) or {}
+    rows = []
+    for k in sorted(set(ca) | set(cb)):
+        if k in ("output_dir", "logging_dir"):
+            continue
+        if ca.get(k) != cb.get(k):
+            rows.append([k, json.dumps(ca.get(k), ensure_ascii=False), json.dumps(cb.get(k), ensure_ascii=False)])
+    return html_table([t("runs.col_key", lang), a, b], rows, elem_id="run-diff-table", empty=t("runs.no_diff", lang))
+
+
+def _signature(d) -> list:
+    sig = []
+    for f in ("status.json", "log/workerlog.0", "launcher.log", "studio.json"):
+        try:
+            stt = (d / f).stat()
+            sig.append((stt.st_mtime_ns, stt.st_size))
+        except OSError:
+            sig.append(None)
+    return sig
+
+
+def snapshot(run_id: str | None, compare: str | None, view: dict | None, lang: str, force: bool = False):
+    """Outputs for the selected run(s), or None when nothing changed since ``view``."""
+    if not run_id:
+        return None
+    try:
+        d = runs.run_dir(run_id)
+    except (FileNotFoundError, ValueError):
+        return None
+    view = dict(view or {})
+    if view.get("run") != run_id or view.get("compare") != compare or view.get("lang") != lang:
+        view = {"run": run_id, "compare": compare, "lang": lang, "offset": 0, "records": [], "coffset": 0, "crecords": []}
+        force = True
+    new, view["offset"] = runs.read_metrics(d, view["offset"])
+    view["records"] = view["records"] + new
+    cnew = []
+    if compare:
+        try:
+            cnew, view["coffset"] = runs.read_metrics(runs.run_dir(compare), view["coffset"])
+            view["crecords"] = view["crecords"] + cnew
+        except (FileNotFoundError, ValueError):
+            compare = None
+    sig = _signature(d)
+    changed = force or new or cnew or sig != view.get("sig")
+    view["sig"] = sig
+    if not changed:
+        return None
+    st = runs.status(d)
+    p = runs.progress(view["records"])
+    series = {f"{run_id}: " if compare else "": view["records"]}
+    if compare:
+        series[f"{compare}: "] = view["crecords"]
+    active = st.get("state") in runs.ACTIVE
+    return {
+        "view": view,
+        "status": status_markdown(run_id, st, p, lang),
+        "progress": progress_html(st, p, lang),
+        "plot": curve_html(series, t("runs.curve", lang)),
+        "log": runs.tail_log(d),
+        "config": json.dumps(runs.read_json(d / "config.json", {}), indent=2, ensure_ascii=False),
+        "command": (d / "command.txt").read_text(encoding="utf-8") if (d / "command.txt").is_file() else "",
+        "diff": config_diff(run_id, compare, lang) if compare else "",
+        "stop": gr.update(interactive=active),
+        "resume": gr.update(interactive=st.get("state") in ("failed", "stopped")),
+        "cont": gr.update(interactive=st.get("state") == "succeeded"),
+    }
+
+
+OUT_KEYS = ["view", "status", "progress", "plot", "log", "config", "command", "diff", "stop", "resume", "cont"]
+
+
+def build_runs_tab(ctx, started):
+    """``started`` is the Train tab's gr.State holding the run id it started last."""
+    tr = ctx.tr
+    with tr(gr.Tab(ctx.text("runs.tab"), id="runs", elem_id="tab-runs"), "runs.tab"):
+        table = tr(gr.HTML(runs_table(ctx.initial_lang), label=ctx.text("runs.list"), show_label=True, container=True,
+                           elem_id="runs-list"), "runs.list")
+        with gr.Row():
+            ids = run_ids()
+            pick = tr(gr.Dropdown(ids, value=ids[0] if ids else None, label=ctx.text("runs.pick"), elem_id="runs-pick"),
+                      "runs.pick")
+            compare = tr(gr.Dropdown(["", *ids], value="", label=ctx.text("runs.compare"), elem_id="runs-compare"),
+                         "runs.compare")
+            refresh = tr(gr.Button(ctx.text("runs.refresh"), size="sm"), "runs.refresh", "value")
+        status_md = gr.Markdown(elem_id="run-status")
+        progress = gr.HTML(elem_id="run-progress-box")
+        with gr.Row():
+            stop_btn = tr(gr.Button(ctx.text("runs.stop"), variant="stop", interactive=False, elem_id="run-stop"),
+                          "runs.stop", "value")
+            resume_btn = tr(gr.Button(ctx.text("runs.resume"), interactive=False, elem_id="run-resume"),
+                            "runs.resume", "value")
+            more = tr(gr.Number(1, label=ctx.text("runs.more"), minimum=0.1, elem_id="run-more"), "runs.more")
+            cont_btn = tr(gr.Button(ctx.text("runs.continue"), interactive=False, elem_id="run-continue"),
+                          "runs.continue", "value")
+        action_msg = gr.Markdown(elem_id="run-action-msg")
+        plot = gr.HTML(curve_html({}, ctx.text("runs.curve")), elem_id="run-curve-box")
+        log = tr(gr.Textbox(lines=14, max_lines=14, label=ctx.text("runs.log"), autoscroll=True, elem_id="run-log",
+                            interactive=False), "runs.log")
+        with tr(gr.Accordion(ctx.text("runs.config"), open=False), "runs.config"):
+            command = gr.Code(language="shell", interactive=False, elem_id="run-command")
+            cfg_json = gr.Code(language="json", interactive=False, elem_id="run-config")
+        diff = tr(gr.HTML(label=ctx.text("runs.diff"), show_label=True, container=True, elem_id="run-diff"), "runs.diff")
+        view = gr.State(None)
+        list_sig = gr.State(None)
+        timer = gr.Timer(TICK)
+        list_timer = gr.Timer(LIST_TICK)
+
+    lang = ctx.lang
+    outs = [view, status_md, progress, plot, log, cfg_json, command, diff, stop_btn, resume_btn, cont_btn]
+
+    def render(run_id, cmp, v, lg, force=False):
+        snap = snapshot(run_id, cmp or None, v, lg, force)
+        if snap is None:
+            return [gr.skip()] * len(outs)
+        return [snap[k] for k in OUT_KEYS]
+
+    def tick(run_id, cmp, v, lg):
+        return render(run_id, cmp, v, lg)
+
+    def select(run_id, cmp, lg):
+        return render(run_id, cmp, None, lg, force=True)
+
+    def lists(lg, current, cmp):
+        ids = run_ids()
+        value = current if current in ids else (ids[0] if ids else None)
+        return (runs_table(lg), list_signature(), gr.update(choices=ids, value=value),
+                gr.update(choices=["", *ids], value=cmp if cmp in ids else ""))
+
+    def list_tick(lg, sig, current, cmp):
+        new = list_signature()
+        if new == sig:
+            return [gr.skip()] * 4
+        ids = run_ids()
+        known = [r for r, *_ in (sig or ())]
+        if sig is None or set(ids) != set(known):
+            value = current if current in ids else (ids[0] if ids else None)
+            return (runs_table(lg), new, gr.update(choices=ids, value=value),
+                    gr.update(choices=["", *ids], value=cmp if cmp in ids else ""))
+        return runs_table(lg), new, gr.skip(), gr.skip()
+
+    def follow_started(run_id, lg):
+        ids = run_ids()
+        if run_id not in ids:
+            return gr.skip(), gr.skip(), gr.skip()
+        return gr.update(choices=ids, value=run_id), runs_table(lg), list_signature()
+
+    def act(action, run_id, amount, lg):
+        if not run_id:
+            return t("runs.pick_first", lg)
+        try:
+            if action == "stop":
+                st = runs.stop(run_id)
+            elif action == "resume":
+                st = runs.resume(run_id)
+            else:
+                st = runs.continue_run(run_id, epochs=float(amount or 1), steps=None)
+        except (ValueError, FileNotFoundError) as e:
+            return t("error.prefix", lg) + str(e)
+        return t("runs.action_done", lg, run=run_id, state=t(f"state.{st.get('state')}", lg))
+
+    timer.tick(tick, inputs=[pick, compare, view, lang], outputs=outs, show_progress="hidden",
+               concurrency_limit=None)
+    list_timer.tick(list_tick, inputs=[lang, list_sig, pick, compare], outputs=[table, list_sig, pick, compare],
+                    show_progress="hidden", concurrency_limit=None)
+    pick.change(select, inputs=[pick, compare, lang], outputs=outs, show_progress="hidden")
+    compare.change(select, inputs=[pick, compare, lang], outputs=outs, show_progress="hidden")
+    refresh.click(lists, inputs=[lang, pick, compare], outputs=[table, list_sig, pick, compare])
+    started.change(follow_started, inputs=[started, lang], outputs=[pick, table, list_sig], show_progress="hidden")
+    for btn, action in ((stop_btn, "stop"), (resume_btn, "resume"), (cont_btn, "continue")):
+        btn.click(lambda r, m, lg, a=action: act(a, r, m, lg), inputs=[pick, more, lang], outputs=action_msg)
+    # after a page load list_sig is None, so the list timer's first tick fills the list and pickers
+    ctx.relocalize.append((select, [pick, compare, lang], outs))
+    ctx.relocalize.append((lambda lg: runs_table(lg), [lang], [table]))
+    return pick

@@ -1,0 +1,165 @@
+"""Runs tab in headless chromium, on real runs of the demo model:
+
+- Start in the Train tab -> the Runs tab shows the run, its loss curve grows, it succeeds,
+  and after a page reload it is still listed with its curve;
+- the studio is killed during a run and started again: the run is still running, with its
+  live log and a growing curve; Stop from the page ends every process of it; two runs
+  compared side by side show both curves and their config difference.
+"""
+
+import json
+import os
+import signal
+import time
+
+import psutil
+import pytest
+
+from tests.browser import Studio, launch_browser, wait_text
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+playwright = pytest.importorskip("playwright.sync_api")
+
+
+@pytest.fixture
+def home(tmp_path, demo_home):
+    h = tmp_path / "ws"
+    (h / "models").mkdir(parents=True)
+    (h / "datasets").mkdir()
+    (h / "models" / "demo-base").symlink_to(demo_home / "models" / "demo-base")
+    (h / "datasets" / "demo").symlink_to(demo_home / "datasets" / "demo")
+    return h
+
+
+def set_number(page, elem_id: str, value) -> None:
+    box = page.locator(f"#{elem_id} input[type=number]")
+    box.fill(str(value))
+    box.press("Tab")
+
+
+def loss_points(page, series: str = "loss") -> int:
+    return page.evaluate(
+        f"""() => {{ const p = document.querySelector("#run-curve path[data-series='{series}']");
+                    return p ? parseInt(p.getAttribute('data-points')) : 0; }}"""
+    )
+
+
+def wait_until(pred, timeout: float, step: float = 0.2):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    raise AssertionError("timed out")
+
+
+def start_from_train_tab(page, steps: int, eval_steps: int, name: str) -> str:
+    page.get_by_role("tab", name="Train").click()
+    wait_text(page.locator("#train-check"), "No problems", 30)
+    page.locator("#train-name textarea, #train-name input").first.fill(name)
+    set_number(page, "cfg-training-max_steps", steps)
+    set_number(page, "cfg-training-eval_steps", eval_steps)
+    set_number(page, "cfg-training-save_steps", eval_steps)
+    page.get_by_role("button", name="Start", exact=True).click()
+    msg = wait_text(page.locator("#train-start-msg"), f"-{name} is running", 30)  # run ids end in the name
+    return msg.split("Run ", 1)[1].split(" ", 1)[0]
+
+
+def pick(page, elem_id: str, value: str) -> None:
+    box = page.locator(f"#{elem_id} input")
+    box.click()
+    box.fill(value)
+    page.get_by_role("option", name=value, exact=True).click()
+
+
+def run_processes(run_dir) -> list:
+    out = []
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            if any(str(run_dir) in a for a in (p.info["cmdline"] or [])):
+                out.append(p)
+        except psutil.Error:
+            continue
+    return out
+
+
+def test_start_follow_succeed_and_reload(home, tmp_path):
+    s = Studio(home, tmp_path / "studio.log")
+    try:
+        with playwright.sync_playwright() as p:
+            browser = launch_browser(p)
+            page = browser.new_page(viewport={"width": 1280, "height": 1600})
+            page.goto(s.url)
+            run_id = start_from_train_tab(page, 40, 20, "ui-run")
+            # Start switches to the Runs tab and selects the new run
+            wait_text(page.locator("#run-status"), run_id, 20)
+            first = wait_until(lambda: loss_points(page), 60)
+            wait_until(lambda: loss_points(page) > first, 60)  # the curve grows while it trains
+            wait_text(page.locator("#run-status"), "succeeded", 180)
+            assert loss_points(page) == 40 and loss_points(page, "eval_loss") == 2
+            assert "100%" in page.locator("#run-progress").inner_text()
+            assert "loss" in page.locator("#run-log textarea").input_value()
+            # after a reload the run is listed, selected and drawn, from its files alone
+            page.reload()
+            page.get_by_role("tab", name="Runs").click()
+            wait_text(page.locator("#runs-list"), f"{run_id} succeeded lora 40/40", 20)
+            wait_text(page.locator("#run-status"), "succeeded", 20)
+            wait_until(lambda: loss_points(page) == 40, 20)
+            if os.environ.get("STUDIO_SCREENSHOTS"):
+                page.screenshot(path="assets/runs-tab.png", full_page=True)
+            browser.close()
+        recs = [json.loads(l) for l in (home / "runs" / run_id / "metrics.jsonl").read_text().splitlines()]
+        assert [r["step"] for r in recs if "loss" in r] == list(range(1, 41))
+    finally:
+        s.close()
+
+
+def test_studio_restart_reattaches_then_stop_and_compare(home, tmp_path):
+    s = Studio(home, tmp_path / "studio1.log")
+    try:
+        with playwright.sync_playwright() as p:
+            browser = launch_browser(p)
+            page = browser.new_page(viewport={"width": 1280, "height": 1600})
+            page.goto(s.url)
+            short = start_from_train_tab(page, 6, 6, "short")
+            wait_text(page.locator("#run-status"), "succeeded", 120)
+            long = start_from_train_tab(page, 2000, 1000, "long")
+            wait_text(page.locator("#run-status"), long, 20)
+            wait_until(lambda: loss_points(page) >= 2, 90)
+            browser.close()
+    finally:
+        os.kill(s.proc.pid, signal.SIGKILL)  # the studio dies without any chance to clean up
+        s.proc.wait(10)
+        s.log.close()
+    d = home / "runs" / long
+    assert json.loads((d / "status.json").read_text())["state"] == "running"
+    assert run_processes(d), "the run must outlive the studio"
+
+    s = Studio(home, tmp_path / "studio2.log")
+    try:
+        with playwright.sync_playwright() as p:
+            browser = launch_browser(p)
+            page = browser.new_page(viewport={"width": 1280, "height": 1600})
+            page.goto(s.url)
+            page.get_by_role("tab", name="Runs").click()
+            wait_text(page.locator("#runs-list"), f"{long} running", 20)
+            wait_text(page.locator("#run-status"), f"{long} — running", 20)  # newest run selected
+            n = wait_until(lambda: loss_points(page), 30)
+            wait_until(lambda: loss_points(page) > n, 60)  # still live after the restart
+            assert "loss" in page.locator("#run-log textarea").input_value()
+            # compare with the short run: two loss curves and the config difference
+            pick(page, "runs-compare", short)
+            wait_text(page.locator("#run-diff"), "max_steps 2000 6", 20)
+            assert page.locator("#run-curve path[data-series$='loss']").count() >= 2
+            # Stop from the page: every process of the run is gone within 10 s
+            t0 = time.time()
+            page.locator("#run-stop").click()
+            wait_until(lambda: not run_processes(d), 10, 0.1)
+            assert time.time() - t0 < 10
+            wait_text(page.locator("#run-status"), "stopped", 20)
+            assert page.locator("#run-resume").is_enabled()
+            browser.close()
+        assert json.loads((d / "status.json").read_text())["state"] == "stopped"
+    finally:
+        s.close()
