@@ -291,6 +291,78 @@ def cmd_eval(a) -> int:
     return 0
 
 
+def _gen_kwargs(a) -> dict:
+    kw = {"temperature": a.temperature, "top_p": a.top_p, "top_k": a.top_k,
+          "repetition_penalty": a.repetition_penalty, "seed": a.seed, "src_length": a.src_length}
+    if a.max_new_tokens is not None:
+        kw["max_new_tokens"] = a.max_new_tokens
+    return kw
+
+
+def cmd_chat(a) -> int:
+    import time
+
+    from core.chat import ChatEngine, GenParams
+
+    params = GenParams.of(**_gen_kwargs(a))  # check before loading the model
+    engine = ChatEngine(a.model, a.adapter)
+    system = [{"role": "system", "content": a.system}] if a.system else []
+    if a.prompt is not None:
+        t = time.perf_counter()
+        g = engine.start(system + [{"role": "user", "content": a.prompt}], params)
+        try:
+            for d in g:
+                if not a.json:
+                    sys.stdout.write(d)
+                    sys.stdout.flush()
+        except KeyboardInterrupt:
+            g.close()
+        if a.json:
+            _print_json({"model": engine.model_dir, "adapter": engine.adapter_dir, "prompt": a.prompt,
+                         "system": a.system, "answer": g.text, "finish_reason": g.finish_reason,
+                         "usage": g.usage, "seconds": round(time.perf_counter() - t, 3)})
+        else:
+            sys.stdout.write("\n")
+        return 0
+    # a REPL: one line per question; /reset forgets the conversation, /exit or EOF ends
+    history: list[dict] = []
+    sys.stderr.write(f"chatting with {engine.name} ({engine.kind}); /reset clears the history, /exit quits\n")
+    while True:
+        try:
+            line = input("> " if sys.stdin.isatty() else "")
+        except (EOFError, KeyboardInterrupt):
+            return 0
+        if line.strip() in ("/exit", "/quit"):
+            return 0
+        if line.strip() == "/reset":
+            history = []
+            continue
+        if not line.strip():
+            continue
+        msgs = system + history + [{"role": "user", "content": line}]
+        try:
+            g = engine.start(msgs, params)
+        except ValueError as e:
+            sys.stderr.write(f"paddle-studio: {e}\n")
+            continue
+        try:
+            for d in g:
+                sys.stdout.write(d)
+                sys.stdout.flush()
+        except KeyboardInterrupt:
+            g.close()
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+        history += [{"role": "user", "content": line}, {"role": "assistant", "content": g.text}]
+
+
+def cmd_serve(a) -> int:
+    from core import serve
+
+    return serve.serve(a.model, a.adapter, host=a.host, port=a.port, api_key=a.api_key, name=a.name,
+                       ready_file=a.ready_file)
+
+
 # ---------------------------------------------------------------- parser
 
 
@@ -387,6 +459,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--json", action="store_true")
     m.set_defaults(func=cmd_merge)
 
+    sub.add_parser("quantize", help="quantize a merged model with a preset (presets/quant); see quantize --help",
+                   add_help=False)
+
     e = sub.add_parser("eval", help="eval loss, perplexity, token accuracy, exact match, BLEU-4, ROUGE-L on dev")
     e.add_argument("--model", help="model folder (default with --adapter: its recorded base)")
     e.add_argument("--adapter")
@@ -398,10 +473,40 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--no-generation", action="store_true")
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=cmd_eval)
+
+    ch = sub.add_parser("chat", help="answer one prompt (streamed), or a REPL without --prompt")
+    ch.add_argument("--model", help="model folder (default with --adapter: its recorded base)")
+    ch.add_argument("--adapter", help="an unmerged adapter folder (LoRA, prefix, VeRA, LoKr)")
+    ch.add_argument("--prompt", help="the question; without it, read questions from stdin")
+    ch.add_argument("--system", help="system prompt")
+    ch.add_argument("--max-new-tokens", type=int, help="default: up to 256 within the model's context")
+    ch.add_argument("--temperature", type=float, default=0.0, help="0 (default) is greedy; otherwise sampling")
+    ch.add_argument("--top-p", type=float, default=1.0)
+    ch.add_argument("--top-k", type=int, default=0, help="0 turns top-k off")
+    ch.add_argument("--repetition-penalty", type=float, default=1.0)
+    ch.add_argument("--seed", type=int)
+    ch.add_argument("--src-length", type=int, help="longest prompt in tokens (default: the model's context)")
+    ch.add_argument("--json", action="store_true", help="print one JSON object (answer, finish_reason, usage)")
+    ch.set_defaults(func=cmd_chat)
+
+    sv = sub.add_parser("serve", help="an OpenAI-compatible chat server (POST /v1/chat/completions)")
+    sv.add_argument("--model", help="model folder (default with --adapter: its recorded base)")
+    sv.add_argument("--adapter", help="an unmerged adapter folder (LoRA, prefix, VeRA, LoKr)")
+    sv.add_argument("--host", default="127.0.0.1", help="address to bind (non-loopback needs --api-key)")
+    sv.add_argument("--port", type=int, required=True, help="port; 0 picks a free one (see --ready-file)")
+    sv.add_argument("--api-key", help="require Authorization: Bearer KEY (default: $PADDLE_STUDIO_API_KEY)")
+    sv.add_argument("--name", help="the model id clients send (default: the folder name)")
+    sv.add_argument("--ready-file", help="write {pid, port, url} here (atomically) once listening")
+    sv.set_defaults(func=cmd_serve)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["quantize"]:  # its own parser (core.quantize.cli_main): one definition of its flags
+        from core import quantize
+
+        return quantize.cli_main(argv[1:])
     args = build_parser().parse_args(argv)
     func = getattr(args, "func", None) or cmd_ui
     from core.datasets import DatasetError

@@ -44,6 +44,10 @@ def base_of(adapter_dir: str | Path) -> str | None:
 
 def load(model_dir: str | Path | None, adapter_dir: str | Path | None = None):
     """(model, tokenizer, template) in eval mode on CPU or the default device."""
+    if model_dir and not adapter_dir and (Path(model_dir) / "studio_quant.json").is_file():
+        from core import quantize  # a quantized model folder (core/quantize.py writes the marker)
+
+        return quantize.load_quantized(model_dir)
     import logging
 
     logging.getLogger("paddlenlp").setLevel(logging.WARNING)

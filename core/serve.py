@@ -1,0 +1,591 @@
+"""An OpenAI-compatible chat server over :class:`core.chat.ChatEngine`, and the client helpers
+the studio uses to run one as a worker subprocess (the studio never holds model weights).
+
+``paddle-studio serve --model DIR [--adapter DIR] --port P`` serves, on 127.0.0.1 by default:
+
+- ``POST /v1/chat/completions``: OpenAI chat completions, non-streaming or streaming (SSE
+  ``chat.completion.chunk`` events: role first, content deltas, finish_reason, an optional
+  usage chunk with ``stream_options.include_usage``, then ``data: [DONE]``). PaddleNLP
+  flask_server's fields are accepted too: ``context`` + ``history``, ``max_length`` (new
+  tokens), ``src_length``, ``top_k``, ``repetition_penalty``; extensions: ``seed``, ``ignore_eos``.
+- ``GET /v1/models``; ``GET /health`` (no key needed): counters of queued / active /
+  cancelled generations and the latest ones' token counts.
+
+Bad requests get HTTP 400 with ``{"error": {"message", "type", "param", "code"}}``. One
+generation runs at a time; the others queue. A client that goes away mid-stream cancels its
+generation at the next token. Binding beyond loopback needs an API key; with a key, every
+endpoint but /health wants ``Authorization: Bearer KEY``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+API_KEY_ENV = "PADDLE_STUDIO_API_KEY"
+MAX_BODY_BYTES = 8 * 1024 * 1024
+HEARTBEAT_ENV = "PADDLE_STUDIO_SERVE_HEARTBEAT_S"
+HEARTBEAT_S = 1.0  # an SSE comment this often while a streamed answer waits for the model
+log = logging.getLogger("paddle_studio.serve")
+
+
+# ---------------------------------------------------------------- request -> engine
+
+
+class ApiError(Exception):
+    """An HTTP error with an OpenAI-style body."""
+
+    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None,
+                 type_: str = "invalid_request_error"):
+        super().__init__(message)
+        self.status, self.message, self.param, self.code, self.type = status, message, param, code, type_
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+# request key -> GenParams field, in priority order where several name the same thing
+_PARAM_KEYS = [
+    ("max_tokens", "max_new_tokens"),
+    ("max_completion_tokens", "max_new_tokens"),
+    ("max_length", "max_new_tokens"),  # PaddleNLP flask_server: tokens to generate
+    ("max_new_tokens", "max_new_tokens"),
+    ("temperature", "temperature"),
+    ("top_p", "top_p"),
+    ("top_k", "top_k"),
+    ("repetition_penalty", "repetition_penalty"),
+    ("seed", "seed"),
+    ("src_length", "src_length"),
+    ("stop", "stop"),
+    ("ignore_eos", "ignore_eos"),
+]
+
+
+def parse_request(body, served_names: set[str]) -> tuple[list[dict], dict, dict, bool, bool]:
+    """(messages, GenParams keywords, {field: request key}, stream, include_usage) or ApiError 400."""
+    from core.chat import ChatError, messages_from, normalize_messages
+
+    if not isinstance(body, dict):
+        raise ApiError(400, "the request body must be a JSON object", None, "invalid_json")
+    model = body.get("model")
+    if model is not None and model not in served_names:
+        raise ApiError(400, f"model: unknown model {model!r}; this server serves {sorted(served_names)[0]!r}",
+                       "model", "model_not_found")
+    n = body.get("n")
+    if n is not None and n != 1:
+        raise ApiError(400, f"n: only 1 choice per request is supported, got {n!r}", "n", "unsupported_value")
+    for k in ("presence_penalty", "frequency_penalty"):
+        v = body.get(k)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not -2 <= v <= 2:
+            raise ApiError(400, f"{k}: expected a number in [-2, 2], got {v!r}", k, "invalid_value")
+        if v != 0:
+            raise ApiError(400, f"{k}: not supported (use repetition_penalty); only 0 is accepted", k,
+                           "unsupported_value")
+    stream = body.get("stream", False)
+    if stream is None:
+        stream = False
+    if not isinstance(stream, bool):
+        raise ApiError(400, f"stream: expected true or false, got {stream!r}", "stream", "invalid_value")
+    opts = body.get("stream_options") or {}
+    if not isinstance(opts, dict):
+        raise ApiError(400, "stream_options: expected an object", "stream_options", "invalid_value")
+    include_usage = bool(opts.get("include_usage", False))
+    try:
+        if "messages" in body:
+            messages = normalize_messages(body["messages"])
+        elif "context" in body:
+            messages = messages_from(body["context"], body.get("history"), body.get("system"))
+        else:
+            raise ApiError(400, "messages: required (or PaddleNLP's context and history)", "messages",
+                           "missing_required_parameter")
+    except ChatError as e:
+        raise ApiError(400, e.message, e.param, e.code) from e
+    params: dict = {}
+    names: dict = {}
+    for key, fld in _PARAM_KEYS:
+        if body.get(key) is not None and fld not in params:
+            params[fld] = body[key]
+            names[fld] = key
+    return messages, params, names, stream, include_usage
+
+
+# ---------------------------------------------------------------- the app
+
+
+def create_app(engine, name: str | None = None, api_key: str | None = None, heartbeat_s: float = HEARTBEAT_S):
+    """The Flask app serving ``engine`` (a ChatEngine or anything with its start/snapshot/info).
+
+    ``heartbeat_s``: while a streamed answer waits in the queue, an SSE comment goes out this
+    often, so a client that has gone away is noticed (and its answer dropped) before it runs.
+    """
+    from flask import Flask, Response, request
+    from werkzeug.exceptions import HTTPException
+
+    from core.chat import ChatError
+
+    app = Flask("paddle_studio_serve")
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
+    name = name or engine.name
+    served = {name, engine.name} | {x for x in (engine.model_dir, engine.adapter_dir) if x}
+    started = int(time.time())
+    t0 = time.time()
+
+    def error(e: ApiError):
+        return Response(json.dumps(e.body(), ensure_ascii=False), status=e.status, mimetype="application/json")
+
+    def ok(obj, status=200):
+        return Response(json.dumps(obj, ensure_ascii=False), status=status, mimetype="application/json")
+
+    @app.errorhandler(ApiError)
+    def _api_error(e):
+        return error(e)
+
+    @app.errorhandler(HTTPException)
+    def _http_error(e):
+        code = {404: "not_found", 405: "method_not_allowed", 413: "request_too_large"}.get(e.code, None)
+        return error(ApiError(e.code or 400, f"{e.name}: {e.description}", None, code))
+
+    @app.errorhandler(Exception)
+    def _internal(e):
+        log.exception("internal error")
+        return error(ApiError(500, f"internal error: {type(e).__name__}: {e}", None, "internal_error", "server_error"))
+
+    @app.before_request
+    def _auth():
+        if api_key and request.path != "/health":
+            got = request.headers.get("Authorization", "")
+            if not hmac.compare_digest(got.encode(), f"Bearer {api_key}".encode()):
+                raise ApiError(401, "missing or wrong API key: send Authorization: Bearer KEY", None,
+                               "invalid_api_key")
+
+    @app.get("/health")
+    def _health():
+        snap = engine.snapshot()
+        return ok({"status": "ok", "model": name, "pid": os.getpid(), "uptime_s": round(time.time() - t0, 1), **snap})
+
+    def model_card():
+        return {"id": name, "object": "model", "created": started, "owned_by": "paddle-studio", "info": engine.info()}
+
+    @app.get("/v1/models")
+    def _models():
+        return ok({"object": "list", "data": [model_card()]})
+
+    @app.get("/v1/models/<path:mid>")
+    def _model(mid):
+        if mid not in served:
+            raise ApiError(404, f"model: unknown model {mid!r}", "model", "model_not_found")
+        return ok(model_card())
+
+    @app.post("/v1/chat/completions")
+    def _completions():
+        body = request.get_json(silent=True, force=True)
+        if body is None:
+            raise ApiError(400, "the request body is not valid JSON", None, "invalid_json")
+        messages, params, names, stream, include_usage = parse_request(body, served)
+        cid = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+        try:
+            gen = engine.start(messages, params, gen_id=cid)
+        except ChatError as e:
+            param = names.get(e.param, e.param)
+            msg = e.message if param == e.param else e.message.replace(e.param, param, 1)
+            raise ApiError(400, msg, param, e.code) from e
+        created = int(time.time())
+        if not stream:
+            gen.result()
+            _log_done(gen)
+            return ok({
+                "id": cid, "object": "chat.completion", "created": created, "model": name,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": gen.text},
+                             "logprobs": None, "finish_reason": gen.finish_reason}],
+                "usage": gen.usage, "system_fingerprint": None,
+            })
+
+        def chunk(delta: dict, finish=None) -> str:
+            obj = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": name,
+                   "system_fingerprint": None,
+                   "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+            if include_usage:
+                obj["usage"] = None
+            return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
+
+        def events():
+            try:
+                yield chunk({"role": "assistant", "content": ""})
+                while True:
+                    d = gen.next_delta(timeout=heartbeat_s)
+                    if d is None:
+                        break
+                    # an SSE comment while queued: a write that fails tells us the client left
+                    yield chunk({"content": d}) if d else ": waiting\n\n"
+                yield chunk({}, gen.finish_reason)
+                if include_usage:
+                    yield "data: " + json.dumps({"id": cid, "object": "chat.completion.chunk", "created": created,
+                                                 "model": name, "system_fingerprint": None, "choices": [],
+                                                 "usage": gen.usage}) + "\n\n"
+                yield "data: [DONE]\n\n"
+            except GeneratorExit:  # the client went away: werkzeug closed us after a failed write
+                raise
+            except Exception as e:  # noqa: BLE001 - report in-band, the status line is already sent
+                log.exception("generation failed")
+                err = ApiError(500, f"generation failed: {type(e).__name__}: {e}", None, "internal_error",
+                               "server_error")
+                yield f"data: {json.dumps(err.body())}\n\n"
+                yield "data: [DONE]\n\n"
+            finally:
+                gen.close()
+                _log_done(gen)
+
+        return Response(events(), mimetype="text/event-stream",
+                        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    return app
+
+
+def _log_done(gen) -> None:
+    log.info("%s %s prompt=%d completion=%d", gen.id, gen.finish_reason, gen.prompt_tokens, gen.completion_tokens)
+
+
+# ---------------------------------------------------------------- serving
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, api_key: str | None) -> None:
+    if not is_loopback(host) and not api_key:
+        raise ValueError(f"refusing to serve on {host} without an API key: pass --api-key KEY "
+                         f"(or set {API_KEY_ENV}), or bind 127.0.0.1")
+
+
+def _write_json_atomic(path: Path, obj: dict) -> None:
+    from core.workspace import write_text_atomic
+
+    write_text_atomic(Path(path), json.dumps(obj))
+
+
+def serve(model: str | None, adapter: str | None = None, host: str = "127.0.0.1", port: int = 8000,
+          api_key: str | None = None, name: str | None = None, ready_file: str | None = None,
+          say=print) -> int:
+    """Load the model and serve until SIGTERM / Ctrl-C. ``port`` 0 picks a free port."""
+    from werkzeug.serving import WSGIRequestHandler, make_server
+
+    from core.chat import ChatEngine
+
+    api_key = api_key or os.environ.get(API_KEY_ENV) or None
+    check_bind(host, api_key)
+    if not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ValueError(f"--port: expected 0..65535, got {port}")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    t = time.perf_counter()
+    engine = ChatEngine(model, adapter, name=name)
+    engine.chat([{"role": "user", "content": "hi"}], temperature=0, max_new_tokens=1)  # warm up the kernels
+
+    class Handler(WSGIRequestHandler):
+        disable_nagle_algorithm = True  # a chunk is three small writes: no 40 ms Nagle/delayed-ACK stalls
+
+        def log_request(self, *a, **k):  # one line per completion comes from the app instead
+            pass
+
+    heartbeat = float(os.environ.get(HEARTBEAT_ENV) or HEARTBEAT_S)
+    app = create_app(engine, name, api_key, heartbeat_s=heartbeat)
+    srv = make_server(host, port, app, threaded=True, request_handler=Handler)
+    srv.daemon_threads = True
+    real_port = srv.server_port
+    url = f"http://{'[' + host + ']' if ':' in host else host}:{real_port}"
+    if ready_file:
+        _write_json_atomic(Path(ready_file), {"pid": os.getpid(), "port": real_port, "url": url, "host": host,
+                                              "model": engine.model_dir, "adapter": engine.adapter_dir,
+                                              "name": name or engine.name, "started": time.time()})
+
+    def _term(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _term)
+    say(f"paddle-studio serve: ready on {url} (model {name or engine.name}, {engine.kind}, "
+        f"loaded in {time.perf_counter() - t:.1f} s)", flush=True)
+    try:
+        srv.serve_forever(poll_interval=0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        engine.cancel_all(wait=10)  # stop the model between tokens before the interpreter goes
+        srv.server_close()
+        if ready_file:
+            try:
+                Path(ready_file).unlink()
+            except OSError:
+                pass
+    return 0
+
+
+# ---------------------------------------------------------------- client helpers (no paddle, no gradio)
+
+
+class ServeError(RuntimeError):
+    """An error answer from the server (status, message, param, code) or a worker that would not start."""
+
+    def __init__(self, message: str, status: int | None = None, param: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.message, self.status, self.param, self.code = message, status, param, code
+
+
+@dataclass
+class Worker:
+    """A running ``paddle-studio serve`` subprocess."""
+
+    pid: int
+    port: int
+    url: str
+    log_path: str
+    ready_file: str
+    model: str | None = None
+    adapter: str | None = None
+    name: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    proc: subprocess.Popen | None = field(default=None, repr=False, compare=False)
+
+    def alive(self) -> bool:
+        if self.proc is not None:
+            return self.proc.poll() is None
+        try:
+            import psutil
+
+            return psutil.Process(self.pid).status() != psutil.STATUS_ZOMBIE
+        except Exception:  # noqa: BLE001
+            return False
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("proc", None)
+        d.pop("api_key", None)
+        return d
+
+
+def _tail(path, n=3000) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace")[-n:]
+    except OSError:
+        return ""
+
+
+def start_worker(model: str | None, adapter: str | None = None, port: int | None = None, host: str = "127.0.0.1",
+                 name: str | None = None, api_key: str | None = None, log_path: str | None = None,
+                 timeout: float = 300, python: str | None = None, env: dict | None = None) -> Worker:
+    """Start ``python -m core.cli serve`` and wait until it listens; port None picks a free one.
+
+    Its stdout and stderr go to ``log_path`` (default: $PADDLE_STUDIO_HOME/serve/NAME-TIME.log);
+    the API key travels in the environment, not on the command line.
+    """
+    from core import workspace
+
+    stem = f"{name or Path(adapter or model or 'model').name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    log_file = Path(log_path) if log_path else workspace.home() / "serve" / f"{stem}.log"
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    ready = log_file.with_suffix(".ready.json")
+    if ready.exists():
+        ready.unlink()
+    cmd = [python or sys.executable, "-m", "core.cli", "serve", "--host", host, "--port", str(port or 0),
+           "--ready-file", str(ready)]
+    if model:
+        cmd += ["--model", str(model)]
+    if adapter:
+        cmd += ["--adapter", str(adapter)]
+    if name:
+        cmd += ["--name", name]
+    child_env = {**os.environ, **(env or {})}
+    child_env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [child_env.get("PYTHONPATH")] if p])
+    if api_key:
+        child_env[API_KEY_ENV] = api_key
+    with open(log_file, "ab") as out:
+        proc = subprocess.Popen(cmd, cwd=str(ROOT), env=child_env, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if ready.is_file():
+            info = json.loads(ready.read_text(encoding="utf-8"))
+            return Worker(pid=proc.pid, port=info["port"], url=info["url"], log_path=str(log_file),
+                          ready_file=str(ready), model=model, adapter=adapter, name=info.get("name"),
+                          api_key=api_key, proc=proc)
+        if proc.poll() is not None:
+            raise ServeError(f"the serve worker exited with code {proc.returncode}:\n{_tail(log_file)}")
+        time.sleep(0.1)
+    _stop_pid(proc.pid, proc)
+    raise ServeError(f"the serve worker was not ready within {timeout:.0f} s:\n{_tail(log_file)}")
+
+
+def attach_worker(ready_file: str, log_path: str | None = None, api_key: str | None = None) -> Worker | None:
+    """The worker a ready file describes, if it still runs (e.g. after a studio restart)."""
+    p = Path(ready_file)
+    if not p.is_file():
+        return None
+    info = json.loads(p.read_text(encoding="utf-8"))
+    w = Worker(pid=info["pid"], port=info["port"], url=info["url"], ready_file=str(p),
+               log_path=log_path or str(p).replace(".ready.json", ".log"), model=info.get("model"),
+               adapter=info.get("adapter"), name=info.get("name"), api_key=api_key)
+    return w if w.alive() else None
+
+
+def _stop_pid(pid: int, proc=None, timeout: float = 10) -> None:
+    try:
+        os.killpg(pid, signal.SIGTERM) if proc is not None else os.kill(pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return
+    if proc is not None:
+        try:
+            proc.wait(timeout)
+            return
+        except subprocess.TimeoutExpired:
+            os.killpg(pid, signal.SIGKILL)
+            proc.wait(5)
+            return
+    import psutil
+
+    try:
+        psutil.Process(pid).wait(timeout)
+    except psutil.TimeoutExpired:
+        os.kill(pid, signal.SIGKILL)
+    except psutil.Error:
+        pass
+
+
+def stop_worker(handle: Worker, timeout: float = 10) -> None:
+    """SIGTERM the worker (SIGKILL after ``timeout``) and remove its ready file."""
+    _stop_pid(handle.pid, handle.proc, timeout)
+    try:
+        Path(handle.ready_file).unlink()
+    except OSError:
+        pass
+
+
+def _headers(api_key: str | None) -> dict:
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+def _raise_for(resp) -> None:
+    if resp.status_code == 200:
+        return
+    try:
+        err = resp.json()["error"]
+        raise ServeError(err.get("message") or resp.text, resp.status_code, err.get("param"), err.get("code"))
+    except (ValueError, KeyError, TypeError):
+        raise ServeError(f"HTTP {resp.status_code}: {resp.text[:500]}", resp.status_code) from None
+
+
+def health(url: str, timeout: float = 5) -> dict:
+    import requests
+
+    r = requests.get(url.rstrip("/") + "/health", timeout=timeout)
+    _raise_for(r)
+    return r.json()
+
+
+def chat(url: str, messages: list[dict], api_key: str | None = None, timeout: float = 600, **params) -> dict:
+    """One non-streaming completion; the OpenAI response object (ServeError on a 4xx/5xx)."""
+    import requests
+
+    r = requests.post(url.rstrip("/") + "/v1/chat/completions", json={"messages": messages, **params},
+                      headers=_headers(api_key), timeout=timeout)
+    _raise_for(r)
+    return r.json()
+
+
+class ChatStream:
+    """Text deltas of one streamed answer; ``close()`` (or leaving a ``with``) stops the server's generation.
+
+    After the loop: ``text``, ``finish_reason``, ``usage`` and ``id``. A ServeError is raised
+    from the first ``next()`` when the server refuses the request.
+    """
+
+    def __init__(self, url: str, messages: list[dict], api_key: str | None = None, timeout: float = 600,
+                 **params):
+        self.url = url.rstrip("/") + "/v1/chat/completions"
+        self.body = {"messages": messages, **params, "stream": True, "stream_options": {"include_usage": True}}
+        self.api_key, self.timeout = api_key, timeout
+        self.id = self.finish_reason = self.usage = None
+        self.text = ""
+        self._resp = None
+        self._it = None
+        self._closed = False
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> str:
+        if self._closed:
+            raise StopIteration
+        if self._it is None:
+            self._it = self._deltas()
+        return next(self._it)
+
+    def _deltas(self):
+        import requests
+
+        self._resp = requests.post(self.url, json=self.body, headers=_headers(self.api_key), stream=True,
+                                   timeout=(10, self.timeout))
+        try:
+            _raise_for(self._resp)
+            for line in self._resp.iter_lines(chunk_size=None):
+                if not line or not line.startswith(b"data:"):
+                    continue
+                data = line[5:].strip()
+                if data == b"[DONE]":
+                    return
+                ev = json.loads(data)
+                if "error" in ev:
+                    e = ev["error"]
+                    raise ServeError(e.get("message", "error"), 500, e.get("param"), e.get("code"))
+                self.id = ev.get("id", self.id)
+                if ev.get("usage"):
+                    self.usage = ev["usage"]
+                for ch in ev.get("choices") or []:
+                    if ch.get("finish_reason"):
+                        self.finish_reason = ch["finish_reason"]
+                    d = (ch.get("delta") or {}).get("content")
+                    if d:
+                        self.text += d
+                        yield d
+        finally:
+            self._resp.close()
+
+    def close(self) -> None:
+        """Stop reading; safe from another thread while one is iterating (the Chat tab's Stop)."""
+        self._closed = True
+        if self._it is not None:
+            try:
+                self._it.close()
+            except ValueError:  # "generator already executing": the reading thread gets the closed socket
+                pass
+        if self._resp is not None:
+            self._resp.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def stream_chat(url: str, messages: list[dict], api_key: str | None = None, timeout: float = 600,
+                **params) -> ChatStream:
+    """Stream an answer from a serve worker: iterate for text deltas; close() to cancel."""
+    return ChatStream(url, messages, api_key, timeout, **params)
