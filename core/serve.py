@@ -545,6 +545,8 @@ class ChatStream:
         try:
             _raise_for(self._resp)
             for line in self._resp.iter_lines(chunk_size=None):
+                if self._closed:  # closed from another thread, maybe before the response existed
+                    return
                 if not line or not line.startswith(b"data:"):
                     continue
                 data = line[5:].strip()

@@ -104,6 +104,21 @@ def gen_params(temperature, top_p, top_k, repetition_penalty, max_tokens, seed) 
     return p
 
 
+def _text(content) -> str:
+    """A Chatbot message's content as text (the browser may send a list of content parts)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, dict):
+        return str(content.get("text") or content.get("content") or "")
+    if isinstance(content, (list, tuple)):
+        return "".join(_text(c) for c in content)
+    return "" if content is None else str(content)
+
+
+def plain(history) -> list[dict]:
+    return [{"role": m["role"], "content": _text(m.get("content"))} for m in (history or []) if m.get("role") in ("user", "assistant")]
+
+
 def request_messages(history: list[dict], system: str) -> list[dict]:
     msgs = [{"role": "system", "content": system}] if (system or "").strip() else []
     return msgs + [{"role": m["role"], "content": m["content"]} for m in history if m.get("role") in ("user", "assistant")]
@@ -252,7 +267,7 @@ def build_chat_tab(ctx):
         return describe(a, b, lg)
 
     def send_fn(text, ha, hb, a, b, sys_, temp, tp, tk, rp, mt, sd, lg, request: gr.Request):
-        ha, hb = list(ha or []), list(hb or [])
+        ha, hb = plain(ha), plain(hb)
         text = (text or "").strip()
         if not text:
             yield ha, hb, t("chat.empty", lg), gr.skip(), gr.skip()
@@ -269,15 +284,15 @@ def build_chat_tab(ctx):
         for xa, xb, n in stream_both(request.session_hash, [ha, hb], [wa, wb], sys_, params, lg):
             yield xa, xb, n, "", snippet
 
-    def regen_fn(ha, hb, a, b, *rest, request: gr.Request):
-        ha, hb = list(ha or []), list(hb or [])
+    def regen_fn(ha, hb, a, b, sys_, temp, tp, tk, rp, mt, sd, lg, request: gr.Request):
+        ha, hb = plain(ha), plain(hb)
         last = next((m["content"] for m in reversed(ha) if m["role"] == "user"), None)
         for h in (ha, hb):
             while h and h[-1]["role"] == "assistant":
                 h.pop()
             if h and h[-1]["role"] == "user":
                 h.pop()
-        yield from send_fn(last, ha, hb, a, b, *rest, request=request)
+        yield from send_fn(last, ha, hb, a, b, sys_, temp, tp, tk, rp, mt, sd, lg, request)
 
     def stop_fn(request: gr.Request):
         stop_session(request.session_hash)
