@@ -20,7 +20,7 @@ endpoint but /health wants ``Authorization: Bearer KEY``.
 from __future__ import annotations
 
 import hmac
-import ipaddress
+from core import system
 import json
 import logging
 import os
@@ -261,17 +261,8 @@ def _log_done(gen) -> None:
 # ---------------------------------------------------------------- serving
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def check_bind(host: str, api_key: str | None) -> None:
-    if not is_loopback(host) and not api_key:
+    if not system.is_loopback(host) and not api_key:
         raise ValueError(f"refusing to serve on {host} without an API key: pass --api-key KEY "
                          f"(or set {API_KEY_ENV}), or bind 127.0.0.1")
 

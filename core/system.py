@@ -42,3 +42,15 @@ def info() -> dict:
         "device": "gpu" if g else "cpu",
         "gpus": g,
     }
+
+
+def is_loopback(host: str) -> bool:
+    """True for localhost and loopback addresses (the only binds allowed without credentials)."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -6,7 +6,6 @@ modules whose heavy parts load inside functions, in the handler that needs them.
 
 from __future__ import annotations
 
-import ipaddress
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,15 +103,6 @@ def build_app(lang: str = "en") -> gr.Blocks:
     return demo
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def check_bind(host: str, auth: str | None) -> tuple[str, str] | None:
     """Return the (user, password) pair; refuse a non-loopback bind without auth (ValueError)."""
     pair = None
@@ -121,7 +111,7 @@ def check_bind(host: str, auth: str | None) -> tuple[str, str] | None:
         if not sep or not user or not password:
             raise ValueError("--auth must be USER:PASS with both parts non-empty")
         pair = (user, password)
-    if not _is_loopback(host) and pair is None:
+    if not system.is_loopback(host) and pair is None:
         raise ValueError(
             f"refusing to bind {host}: the studio can start training and read files, so binding beyond "
             "loopback needs --auth USER:PASS (or use --host 127.0.0.1 and an SSH tunnel)"

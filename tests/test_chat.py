@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from core.chat import ChatError, GenParams, messages_from, normalize_messages
-from core.serve import ApiError, check_bind, is_loopback, parse_request
+from core.serve import ApiError, check_bind, parse_request
+from core.system import is_loopback
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPTS = ["翻译成英文：红色的苹果", "What is 3 plus 4?", "type#dress*color#red*style#casual", "把这些词倒序排列：苹果 月亮"]
