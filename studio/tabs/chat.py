@@ -13,12 +13,15 @@ import json
 import queue
 import shlex
 import threading
+import time
 from pathlib import Path
 
 import gradio as gr
 
 from core import evaluate, serve, workspace
 from studio.locales import t
+
+UPDATE_S = 0.1  # the most often a streaming answer is sent to the page
 
 _lock = threading.Lock()
 _streams: dict[str, list] = {}  # browser session -> streams being read (Stop closes them)
@@ -168,10 +171,22 @@ def stream_both(session: str, histories: list[list[dict]], workers: list, system
     notes = []
     try:
         yield histories[0], histories[1], ""
+        # Deltas are gathered and sent at most every UPDATE_S: a page re-rendering the chat for every
+        # token keeps the browser's main thread so busy that a click on Stop waits for the stream to end.
+        last, pending = time.monotonic(), False
         while live:
-            side, what, val = q.get()
+            wait = max(0.0, last + UPDATE_S - time.monotonic()) if pending else None
+            try:
+                side, what, val = q.get(timeout=wait)
+            except queue.Empty:
+                last, pending = time.monotonic(), False
+                yield histories[0], histories[1], " ".join(dict.fromkeys(notes))
+                continue
+            pending = True
             if what == "delta":
                 histories[side][-1]["content"] += val
+                if time.monotonic() - last < UPDATE_S:
+                    continue
             else:
                 live -= 1
                 if what == "error":
@@ -180,6 +195,7 @@ def stream_both(session: str, histories: list[list[dict]], workers: list, system
                     notes.append(t("chat.stopped", lang))
                 elif val == "length":
                     notes.append(t("chat.length", lang))
+            last, pending = time.monotonic(), False
             yield histories[0], histories[1], " ".join(dict.fromkeys(notes))
     finally:
         for s in streams:
