@@ -34,6 +34,9 @@ bench: setup
 	$(BIN)/python bench/validate_throughput.py
 	$(BIN)/python bench/studio_startup.py
 	$(BIN)/python bench/train_overhead.py
+	$(BIN)/python bench/ui_latency.py
+	$(BIN)/python bench/serve_latency.py
+	$(BIN)/python bench/quant_presets.py --model .cache/demo-ws/models/demo-base --data .cache/demo-ws/datasets/demo --out .cache/bench-quant
 
 clean:
 	rm -rf $(VENV) build *.egg-info
