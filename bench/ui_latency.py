@@ -31,15 +31,19 @@ sys.path.insert(0, str(ROOT))
 from tests.browser import Studio, launch_browser, wait_text  # noqa: E402
 
 OBSERVER = """
-() => {
+(name) => {
   window.__seen = [];
+  if (window.__observer) window.__observer.disconnect();
   const record = () => {
+    const curve = document.querySelector('#run-curve');
+    if (!curve || !(curve.getAttribute('data-run') || '').endsWith('-' + name)) return;  // another run's curve
     const p = document.querySelector("#run-curve path[data-series='loss']");
     const n = p ? parseInt(p.getAttribute('data-points')) : 0;
     const last = window.__seen.length ? window.__seen[window.__seen.length - 1][0] : 0;
     if (n > last) window.__seen.push([n, Date.now() / 1000]);
   };
-  new MutationObserver(record).observe(document.body, {subtree: true, childList: true, attributes: true,
+  window.__observer = new MutationObserver(record);
+  window.__observer.observe(document.body, {subtree: true, childList: true, attributes: true,
                                                        characterData: true});
 }
 """
@@ -49,19 +53,25 @@ def one_run(page, steps: int, name: str) -> tuple[float, list, str]:
     page.get_by_role("tab", name="Train").click()
     wait_text(page.locator("#train-check"), "No problems", 30)
     page.locator("#train-name textarea, #train-name input").first.fill(name)
-    for elem, value in (("cfg-training-max_steps", steps), ("cfg-training-logging_steps", 1),
+    for elem, value in (("cfg-training-max_steps", steps),
                         ("cfg-training-eval_steps", steps), ("cfg-training-save_steps", steps)):
         box = page.locator(f"#{elem} input[type=number]")
         box.fill(str(value))
         box.press("Tab")
-    wait_text(page.locator("#train-command"), f'"max_steps": {steps}', 20)
-    page.evaluate(OBSERVER)
+    page.evaluate(OBSERVER, name)
     t_click = time.time()
     page.get_by_role("button", name="Start", exact=True).click()  # switches to the Runs tab itself
     page.wait_for_function("() => window.__seen.length > 0", timeout=180000)
     msg = wait_text(page.locator("#train-start-msg"), f"-{name} is running", 30)
     run_id = msg.split("Run ", 1)[1].split(" ", 1)[0]
-    wait_text(page.locator("#run-state"), "succeeded", 300)
+    page.wait_for_function(
+        """(name) => { const who = document.querySelector('#run-status strong');
+                      const st = document.querySelector('#run-state');
+                      return who && who.textContent.trim().endsWith('-' + name) && st
+                             && /succeeded|failed|stopped/i.test(st.textContent); }""", arg=name, timeout=300000)
+    state = page.locator("#run-state").inner_text()
+    if "succeeded" not in state.lower():
+        raise SystemExit(f"run {run_id} ended {state!r}")
     return t_click, page.evaluate("() => window.__seen"), run_id
 
 

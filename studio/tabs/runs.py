@@ -10,6 +10,7 @@ it sends nothing.
 from __future__ import annotations
 
 import json
+from html import escape
 
 import gradio as gr
 
@@ -53,7 +54,7 @@ def run_ids() -> list[str]:
     return [d.name for d in runs._run_dirs()]
 
 
-def curve_html(series: dict[str, list[dict]], title: str) -> str:
+def curve_html(series: dict[str, list[dict]], title: str, run_id: str = "") -> str:
     """loss and eval_loss per run as lines (one series per run and metric)."""
     lines = {}
     for prefix, records in series.items():
@@ -61,7 +62,7 @@ def curve_html(series: dict[str, list[dict]], title: str) -> str:
             pts = [(r["step"], r[key]) for r in records if r.get(key) is not None]
             if pts:
                 lines[f"{prefix}{key}"] = pts
-    return f"<div id='run-curve'>{line_chart_svg(lines, title)}</div>"
+    return f"<div id='run-curve' data-run='{escape(run_id)}'>{line_chart_svg(lines, title)}</div>"
 
 
 def progress_html(st: dict, p: dict, lang: str) -> str:
@@ -153,7 +154,7 @@ def snapshot(run_id: str | None, compare: str | None, view: dict | None, lang: s
         "view": view,
         "status": status_markdown(run_id, st, p, lang),
         "progress": progress_html(st, p, lang),
-        "plot": curve_html(series, t("runs.curve", lang)),
+        "plot": curve_html(series, t("runs.curve", lang), run_id),
         "log": runs.tail_log(d),
         "config": json.dumps(runs.read_json(d / "config.json", {}), indent=2, ensure_ascii=False),
         "command": (d / "command.txt").read_text(encoding="utf-8") if (d / "command.txt").is_file() else "",
