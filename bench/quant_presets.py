@@ -1,5 +1,5 @@
 """Every quantization preset on one model: weight bytes, perplexity and exact match on dev before/after,
-and time, each preset in its own process through `python -m core.quantize --json` (as the studio runs it).
+and time, each preset in its own process through `python -m core.quant.pipeline --json` (as the studio runs it).
 
 Usage: python bench/quant_presets.py --model MODEL_DIR --out SCRATCH_DIR [--data DATASET] [--eval-limit 64]
        [--presets wint8,wint4,...]   Prints a table and writes SCRATCH_DIR/quant_presets.json.
@@ -19,21 +19,21 @@ sys.path.insert(0, str(ROOT))
 
 
 def main() -> None:
-    from core import quantize
+    from core.quant import pipeline as quantize, presets
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
     ap.add_argument("--out", required=True, help="scratch folder; one quantized model per preset is written here")
     ap.add_argument("--data", default=None)
     ap.add_argument("--eval-limit", type=int, default=64)
-    ap.add_argument("--presets", default=",".join(quantize.list_presets()))
+    ap.add_argument("--presets", default=",".join(presets.list_presets()))
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     for name in a.presets.split(","):
         dest = out / f"{Path(a.model).name}-{name}"
-        cmd = [sys.executable, "-m", "core.quantize", "--model", a.model, "--preset", name, "--out", str(dest),
+        cmd = [sys.executable, "-m", "core.quant.pipeline", "--model", a.model, "--preset", name, "--out", str(dest),
                "--eval-limit", str(a.eval_limit), "--json"] + (["--data", a.data] if a.data else [])
         t = time.perf_counter()
         r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)

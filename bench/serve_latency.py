@@ -54,7 +54,7 @@ def run_generate(engine, prompt, n) -> tuple[float, float, int, float]:
     """(first token s, total s, tokens) of model.generate with a streamer that stamps each token."""
     import paddle
 
-    from core import templates
+    from core.data import templates
 
     class Stamp:
         def __init__(self):
@@ -94,7 +94,7 @@ def run_engine(engine, prompt, n) -> tuple[float, float, int, float]:
 
 def run_server(url, prompt, n, server=None) -> tuple[float, float, int, float]:
     """Server figures; CPU is the client's (this process) plus the server's."""
-    from core import serve
+    from core.chat import server as serve
 
     procs = [ME] + ([server] if server else [])
     c = cpu_s(*procs)
@@ -123,8 +123,8 @@ def main() -> None:
         subprocess.run([sys.executable, "-m", "core.cli", "demo", "init"], cwd=ROOT, check=True,
                        env={**os.environ, "PADDLE_STUDIO_HOME": str(home)})
 
-    from core import serve
-    from core.chat import ChatEngine
+    from core.chat import server as serve
+    from core.chat.engine import ChatEngine
 
     engine = ChatEngine(model)
     engine.chat([{"role": "user", "content": "hi"}], temperature=0, max_new_tokens=4)  # warm up

@@ -36,7 +36,7 @@ def main() -> None:
     env = {**os.environ, "PADDLE_STUDIO_HOME": str(home)}
     if not (home / "models" / "demo-base").is_dir():
         subprocess.run([sys.executable, "-m", "core.cli", "demo", "init"], cwd=ROOT, env=env, check=True)
-    from core import config
+    from core.train import config
 
     flat = config.load_preset("demo-lora", home).to_paddlenlp()
     flat.update(max_steps=a.steps, evaluation_strategy="no", save_strategy="no")

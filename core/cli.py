@@ -24,9 +24,14 @@ def _fail(msg: str, code: int = 2) -> int:
 
 
 def cmd_ui(a) -> int:
-    from studio.app import main as ui_main
+    # the studio is loaded by name: the engine never imports the UI (tests/test_architecture.py)
+    import importlib
 
-    return ui_main(host=a.host, port=a.port, auth=a.auth, lang=a.lang)
+    try:
+        app = importlib.import_module("studio.app")
+    except ImportError as e:
+        return _fail(f"the studio UI is not installed ({e}); every other verb works without it")
+    return app.main(host=a.host, port=a.port, auth=a.auth, lang=a.lang)
 
 
 def cmd_demo_init(a) -> int:
@@ -49,7 +54,7 @@ def _format_problem(p: dict) -> str:
 
 
 def cmd_data_validate(a) -> int:
-    from core import datasets
+    from core.data import datasets
 
     rep = datasets.validate(a.file, fmt=a.format, max_errors=a.max_errors, max_line_bytes=a.max_line_bytes)
     out = rep.to_dict()
@@ -81,7 +86,7 @@ def cmd_data_validate(a) -> int:
 
 
 def cmd_data_convert(a) -> int:
-    from core import datasets
+    from core.data import datasets
 
     out = datasets.convert(a.input, a.output, fmt=a.from_format, skip_bad=not a.strict)
     if a.json:
@@ -95,7 +100,7 @@ def cmd_data_convert(a) -> int:
 
 
 def cmd_data_import(a) -> int:
-    from core import datasets
+    from core.data import datasets
 
     meta = datasets.import_dataset(
         a.file, a.name, dev_ratio=a.dev_ratio, fmt=a.from_format, seed=a.seed, skip_bad=a.skip_bad
@@ -108,7 +113,7 @@ def cmd_data_import(a) -> int:
 
 
 def cmd_data_list(a) -> int:
-    from core import datasets
+    from core.data import datasets
 
     items = datasets.list_datasets()
     if a.json:
@@ -124,7 +129,7 @@ def _load_run_config(path: str, name: str | None = None):
     import json
     from pathlib import Path
 
-    from core import config
+    from core.train import config
 
     p = Path(path)
     if not p.is_file() and (config.PRESETS_DIR / "runs" / f"{path}.json").is_file():
@@ -159,7 +164,7 @@ def _apply_parallel(cfg, a) -> None:
 
 
 def cmd_config_check(a) -> int:
-    from core import config
+    from core.train import config
 
     cfg = _load_run_config(a.config)
     problems = config.check(cfg)
@@ -176,7 +181,7 @@ def _follow(run_id: str, as_json: bool) -> int:
     """Print metrics as they arrive until the run ends; Ctrl-C stops the run."""
     import time
 
-    from core import runs
+    from core.train import runs
 
     offset = 0
     try:
@@ -205,7 +210,8 @@ def _follow(run_id: str, as_json: bool) -> int:
 
 
 def cmd_train(a) -> int:
-    from core import config, runs
+    from core.train import config
+    from core.train import runs
 
     cfg = _load_run_config(a.config, a.name)
     _apply_parallel(cfg, a)
@@ -228,7 +234,7 @@ def cmd_train(a) -> int:
 
 
 def cmd_runs(a) -> int:
-    from core import runs
+    from core.train import runs
 
     if a.runs_verb == "list":
         items = runs.list_runs()
@@ -267,7 +273,7 @@ def cmd_runs(a) -> int:
 
 
 def cmd_merge(a) -> int:
-    from core import merge
+    from core.models import merge
 
     log = (lambda m: sys.stderr.write(m + "\n")) if a.json else print
     out = merge.merge(a.base, a.adapter, a.out, log=log)
@@ -279,7 +285,7 @@ def cmd_merge(a) -> int:
 
 
 def cmd_eval(a) -> int:
-    from core import evaluate
+    from core.models import evaluate
 
     res = evaluate.evaluate(a.model, a.adapter, a.data, limit=a.limit, max_new_tokens=a.max_new_tokens,
                             src_length=a.src_length, max_length=a.max_length, with_generation=not a.no_generation)
@@ -302,7 +308,7 @@ def _gen_kwargs(a) -> dict:
 def cmd_chat(a) -> int:
     import time
 
-    from core.chat import ChatEngine, GenParams
+    from core.chat.engine import ChatEngine, GenParams
 
     params = GenParams.of(**_gen_kwargs(a))  # check before loading the model
     engine = ChatEngine(a.model, a.adapter)
@@ -357,7 +363,7 @@ def cmd_chat(a) -> int:
 
 
 def cmd_serve(a) -> int:
-    from core import serve
+    from core.chat import server as serve
 
     return serve.serve(a.model, a.adapter, host=a.host, port=a.port, api_key=a.api_key, name=a.name,
                        ready_file=a.ready_file)
@@ -503,13 +509,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["quantize"]:  # its own parser (core.quantize.cli_main): one definition of its flags
-        from core import quantize
+    if argv[:1] == ["quantize"]:  # its own parser (core.quant.pipeline.cli_main): one definition of its flags
+        from core.quant import pipeline
 
-        return quantize.cli_main(argv[1:])
+        return pipeline.cli_main(argv[1:])
     args = build_parser().parse_args(argv)
     func = getattr(args, "func", None) or cmd_ui
-    from core.datasets import DatasetError
+    from core.data.datasets import DatasetError
 
     try:
         return func(args) or 0

@@ -226,7 +226,7 @@ def train_tokenizer(corpus: list[str], out_dir: Path, seed: int, vocab_size: int
     """A sentencepiece BPE with byte fallback, wrapped as PaddleNLP's LlamaTokenizer."""
     import sentencepiece as spm
 
-    from core.datasets import load_tokenizer
+    from core.data.datasets import load_tokenizer
 
     out_dir.mkdir(parents=True, exist_ok=True)
     text = out_dir / "corpus.txt"
@@ -367,7 +367,7 @@ def build_and_pretrain(tok, tok_dir: Path, corpus: list[str], out: Path, seed: i
             "seed": seed,
             "demo_version": DEMO_VERSION,
         }
-        workspace.write_json_atomic(tmp / "studio_model.json", info)
+        workspace.write_json_atomic(tmp / workspace.MODEL_MARKER, info)
         workspace.publish_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -387,7 +387,7 @@ def _built_version(info_file: Path) -> int | None:
 def _parts() -> dict:
     ds = workspace.datasets_dir() / DEMO_DATASET
     md = workspace.models_dir() / DEMO_MODEL
-    return {"dataset": (ds, ds / "meta.json"), "model": (md, md / "studio_model.json")}
+    return {"dataset": (ds, ds / "meta.json"), "model": (md, md / workspace.MODEL_MARKER)}
 
 
 def status() -> dict:

@@ -13,6 +13,12 @@ import shutil
 import tempfile
 from pathlib import Path
 
+# marker files: a folder that holds one is complete (each is written last, inside a temp folder
+# that is then renamed into place)
+MODEL_MARKER = "studio_model.json"  # a finished model or adapter folder (run output, merge, quantize, demo)
+QUANT_MARKER = "studio_quant.json"  # a quantized model folder (how it was quantized)
+DATASET_META = "meta.json"  # a dataset folder imported by the studio
+
 _NAME_RE = re.compile(r"^[A-Za-z0-9\u4e00-\u9fff][A-Za-z0-9_.\-\u4e00-\u9fff]{0,63}$")
 
 

@@ -1,6 +1,6 @@
 """zh/en text for every label and message, keyed by fully qualified ids ("dataset.validate").
 
-Engine problems and errors arrive as codes with params (see core.datasets.MESSAGES); they are
+Engine problems and errors arrive as codes with params (see core.data.datasets.MESSAGES); they are
 translated here under ``problem.<code>``. tests/test_locales.py checks both languages exist for
 every key and for every engine code.
 """
@@ -221,7 +221,7 @@ TEXT: dict[str, dict[str, str]] = {
         "en": "Wrote <code>{out}</code> with preset <b>{preset}</b>: {ratio}× smaller, {s} s.",
         "zh": "已用预设 <b>{preset}</b> 写出 <code>{out}</code>：缩小 {ratio} 倍，用时 {s} 秒。",
     },
-    # config check codes (core.config.MESSAGES)
+    # config check codes (core.train.config.MESSAGES)
     "check.required": {"en": "{field} is required", "zh": "{field} 为必填项"},
     "check.path_missing": {"en": "{field}: no such folder {path}", "zh": "{field}：目录 {path} 不存在"},
     "check.no_train_file": {"en": "{field}: {path} has no train.json", "zh": "{field}：{path} 中没有 train.json"},
@@ -254,7 +254,7 @@ TEXT: dict[str, dict[str, str]] = {
     "check.unknown_method": {"en": "unknown method {method!r}; expected one of {expected}", "zh": "未知方法 {method!r}；应为 {expected} 之一"},
     "error.prefix": {"en": "**Error:** ", "zh": "**错误**："},
     "error.unexpected": {"en": "Unexpected error: {detail}", "zh": "意外错误：{detail}"},
-    # engine problem and error codes (core.datasets.MESSAGES)
+    # engine problem and error codes (core.data.datasets.MESSAGES)
     "problem.bom": {
         "en": "file starts with a UTF-8 byte order mark (BOM); save it as UTF-8 without BOM",
         "zh": "文件以 UTF-8 BOM 开头；请保存为不带 BOM 的 UTF-8",

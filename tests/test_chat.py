@@ -1,4 +1,4 @@
-"""core.chat: parameter and message checks (fast), and the engine on the demo model (slow):
+"""core.chat.engine: parameter and message checks (fast), and the engine on the demo model (slow):
 streaming equals the whole answer, cancel stops the model, batch equals one-by-one, seeds
 reproduce, stop strings, limits, a prefix adapter, the `chat` CLI verb."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from core.chat import ChatError, GenParams, messages_from, normalize_messages
-from core.serve import ApiError, check_bind, parse_request
+from core.chat.engine import ChatError, GenParams, messages_from, normalize_messages
+from core.chat.server import ApiError, check_bind, parse_request
 from core.system import is_loopback
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -104,7 +104,7 @@ def test_bind_rules():
 
 @pytest.fixture(scope="module")
 def engine(demo_home):
-    from core.chat import ChatEngine
+    from core.chat.engine import ChatEngine
 
     return ChatEngine(demo_home / "models" / "demo-base")
 
@@ -188,7 +188,7 @@ def test_prefix_adapter(demo_home, engine, tmp_path):
     from paddlenlp.peft import PrefixConfig, PrefixModelForCausalLM
     from paddlenlp.peft.prefix import llama_postprocess_past_key_value
 
-    from core.chat import ChatEngine
+    from core.chat.engine import ChatEngine
 
     c = engine.model.config
     paddle.seed(3)

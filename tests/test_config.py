@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from core import config
-from core.config import RunConfig
+from core.train import config
+from core.train.config import RunConfig
 
 
 def test_round_trip_keeps_unknown_keys_and_method_flags():

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from core import datasets
-from core.datasets import DatasetError
+from core.data import datasets
+from core.data.datasets import DatasetError
 
 
 def write_lines(path: Path, lines: list, mode="text") -> Path:

@@ -4,7 +4,8 @@ import json
 import subprocess
 import sys
 
-from core import datasets, demo
+from core import demo
+from core.data import datasets
 
 
 def test_generator_is_deterministic_bilingual_and_checkable():

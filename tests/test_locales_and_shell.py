@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from core import datasets
+from core.data import datasets
 from studio import locales
 
 ROOT = Path(__file__).resolve().parents[1]

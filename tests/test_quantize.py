@@ -1,5 +1,5 @@
 """Quantization: the int layout weight_only_linear reads, every preset on a merged demo model, quality
-bounds, byte counts, loading through core.evaluate, refusals and atomic output.
+bounds, byte counts, loading through core.models.evaluate, refusals and atomic output.
 
 Bounds (on the tiny demo model, few dev records): WINT8 perplexity within 1% of fp32; WINT4, WINT4-g64
 and GPTQ-WINT4 within 5%; A8W8 within 5%. GPTQ's reconstruction error on calibration activations
@@ -15,7 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core import quantize
+from core import workspace
+from core.models import loading
+from core.quant import algorithms, pipeline, presets
 
 ROOT = Path(__file__).resolve().parents[1]
 CALIB_STEPS = 2
@@ -26,17 +28,17 @@ EVAL_LIMIT = 12
 
 
 def test_every_preset_is_valid():
-    names = quantize.list_presets()
+    names = presets.list_presets()
     assert {"wint8", "wint4", "wint4-g64", "gptq-wint4", "a8w8", "a8w8-shift-smooth"} <= set(names)
     for n in names:
-        p = quantize.load_preset(n)
+        p = presets.load_preset(n)
         assert p["description"] and "\n" not in p["description"]
-        assert quantize.check_preset(p) == []
+        assert presets.check_preset(p) == []
         assert f"--preset {n}" in p["command"]
 
 
 def test_bad_preset_collects_every_problem():
-    probs = quantize.check_preset({"algorithm": "int3", "group_size": 7, "method": "magic"})
+    probs = presets.check_preset({"algorithm": "int3", "group_size": 7, "method": "magic"})
     assert len(probs) >= 4
 
 
@@ -48,22 +50,22 @@ def test_pack_is_the_layout_of_paddles_weight_quantize(bits):
     for k, n in [(64, 128), (128, 64)]:
         codes = rng.integers(-qmax, qmax + 1, size=(k, n))
         codes[rng.integers(0, k, size=n), np.arange(n)] = qmax
-        ref = quantize._kernel_quant(codes.astype(np.float32), bits, 80)
-        assert np.array_equal(quantize.pack(codes, bits), ref)
+        ref = algorithms._kernel_quant(codes.astype(np.float32), bits, 80)
+        assert np.array_equal(algorithms.pack(codes, bits), ref)
         full = rng.integers(-qmax - 1, qmax + 1, size=(k, n))  # GPTQ's grid reaches -8 for int4
-        assert np.array_equal(quantize.unpack(quantize.pack(full, bits), k, n, bits), full)
-        assert quantize.pack(full, bits).nbytes == k * n * bits // 8
+        assert np.array_equal(algorithms.unpack(algorithms.pack(full, bits), k, n, bits), full)
+        assert algorithms.pack(full, bits).nbytes == k * n * bits // 8
 
 
 @pytest.mark.parametrize("bits,group", [(8, -1), (4, -1), (4, 64)])
 def test_rtn_error_is_at_most_half_a_step(bits, group):
     w = np.random.default_rng(0).standard_normal((128, 96)).astype(np.float32)
-    codes, scale = quantize.rtn(w, bits, group)
+    codes, scale = algorithms.rtn(w, bits, group)
     assert scale.shape == ((96,) if group == -1 else (128 // group, 96))
     step = scale[None, :] if group == -1 else np.repeat(scale, group, 0)
-    assert np.all(np.abs(w - quantize.dequant(codes, scale, group)) <= step / 2 + 1e-3 * step)
+    assert np.all(np.abs(w - algorithms.dequant(codes, scale, group)) <= step / 2 + 1e-3 * step)
     with pytest.raises(ValueError, match="does not divide"):
-        quantize.rtn(w[:100], 4, 64)
+        algorithms.rtn(w[:100], 4, 64)
 
 
 # ---------------------------------------------------------------- slow: a merged demo model, every preset
@@ -87,7 +89,7 @@ def ws(demo_home, tmp_path_factory):
 @pytest.fixture(scope="module")
 def merged(ws):
     """A LoRA trained a few steps on the demo dataset, merged: (merged dir, adapter dir)."""
-    from core import config
+    from core.train import config
 
     flat = config.load_preset("demo-lora", ws).to_paddlenlp()
     flat.update({"max_steps": 6, "save_steps": 1000, "eval_steps": 1000, "evaluation_strategy": "no",
@@ -108,9 +110,9 @@ def quantized(merged, ws):
     """Every preset run on the merged model, calibrated on its recorded training dataset."""
     model, _ = merged
     out = {}
-    for name in quantize.list_presets():
+    for name in presets.list_presets():
         dest = ws / "models" / f"demo-merged-{name}"
-        rep = quantize.quantize(model, name, dest, calib_steps=CALIB_STEPS, eval_limit=EVAL_LIMIT, log=lambda m: None)
+        rep = pipeline.quantize(model, name, dest, calib_steps=CALIB_STEPS, eval_limit=EVAL_LIMIT, log=lambda m: None)
         out[name] = (dest, rep)
     return out
 
@@ -118,7 +120,7 @@ def quantized(merged, ws):
 @pytest.mark.slow
 def test_every_preset_runs_on_the_merged_model(quantized, ws):
     for name, (d, rep) in quantized.items():
-        for f in ("model.safetensors", "config.json", "tokenizer_config.json", "report.json", quantize.MARKER):
+        for f in ("model.safetensors", "config.json", "tokenizer_config.json", "report.json", workspace.QUANT_MARKER):
             assert (d / f).is_file(), (name, f)
         assert json.loads((d / "tokenizer_config.json").read_text())["chat_template"]
         qc = json.loads((d / "config.json").read_text())["quantization_config"]
@@ -191,11 +193,11 @@ def test_weight_bytes_follow_the_bit_width(quantized):
 
 @pytest.mark.slow
 def test_quantized_model_loads_through_evaluate(quantized):
-    from core import evaluate
+    from core.models import evaluate, loading  # noqa: F401
 
     for name in ("wint4-g64", "a8w8-shift-smooth"):
         d, rep = quantized[name]
-        model, tok, tpl = evaluate.load(d)
+        model, tok, tpl = loading.load(d)
         assert model.studio_quant_kernel.startswith("paddle")
         assert type(model).__name__ == "LlamaForCausalLM"
         res = evaluate.evaluate(d, data=rep["eval"]["data"], limit=EVAL_LIMIT, max_new_tokens=24, src_length=256,
@@ -207,18 +209,18 @@ def test_quantized_model_loads_through_evaluate(quantized):
 
 @pytest.mark.slow
 def test_gpu_kernel_asked_for_on_cpu_fails_clearly(quantized):
-    if quantize._gpu_visible():
+    if algorithms._gpu_visible():
         pytest.skip("a GPU is visible")
     with pytest.raises(RuntimeError, match="weight_only_linear"):
-        quantize.load_quantized(quantized["wint8"][0], kernel="gpu")
+        loading.load_quantized(quantized["wint8"][0], kernel="gpu")
 
 
 @pytest.mark.slow
 def test_adapter_is_refused_with_a_pointer_to_merge(merged, ws):
     _, adapter = merged
     with pytest.raises(ValueError, match="[Mm]erge"):
-        quantize.quantize(adapter, "wint8", ws / "models" / "never")
-    r = cli("core.quantize", "--model", str(adapter), "--preset", "wint8", "--out", str(ws / "models" / "never"),
+        pipeline.quantize(adapter, "wint8", ws / "models" / "never")
+    r = cli("core.quant.pipeline", "--model", str(adapter), "--preset", "wint8", "--out", str(ws / "models" / "never"),
             "--json", home=ws)
     assert r.returncode != 0 and "Merge" in r.stderr and r.stdout == ""
     assert not (ws / "models" / "never").exists()
@@ -231,10 +233,10 @@ def test_failure_leaves_no_output(merged, ws, monkeypatch):
     def boom(*a, **k):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(quantize, "load_quantized", boom)  # fails after the weights are written
+    monkeypatch.setattr(pipeline, "load_quantized", boom)  # fails after the weights are written
     dest = ws / "models" / "broken"
     with pytest.raises(RuntimeError, match="disk on fire"):
-        quantize.quantize(model, "wint8", dest, calib_steps=1, eval_limit=0, log=lambda m: None)
+        pipeline.quantize(model, "wint8", dest, calib_steps=1, eval_limit=0, log=lambda m: None)
     assert not dest.exists()
     assert not [p for p in (ws / "models").iterdir() if p.name.startswith(".broken")]
 
@@ -243,10 +245,10 @@ def test_failure_leaves_no_output(merged, ws, monkeypatch):
 def test_cli_json_prints_one_report(merged, ws):
     model, _ = merged
     dest = ws / "models" / "cli-wint8"
-    r = cli("core.quantize", "--model", str(model), "--preset", "wint8", "--calib-steps", "1", "--eval-limit", "0",
+    r = cli("core.quant.pipeline", "--model", str(model), "--preset", "wint8", "--calib-steps", "1", "--eval-limit", "0",
             "--out", str(dest), "--json", home=ws)
     assert r.returncode == 0, r.stderr[-2000:]
     rep = json.loads(r.stdout)
     assert rep["preset"] == "wint8" and rep["eval"]["before"] is None and Path(rep["out"]) == dest.resolve()
-    r = cli("core.quantize", "--model", str(model), "--preset", "wint8", "--out", str(dest), home=ws)
+    r = cli("core.quant.pipeline", "--model", str(model), "--preset", "wint8", "--out", str(dest), home=ws)
     assert r.returncode != 0 and "exists" in r.stderr

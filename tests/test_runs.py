@@ -11,7 +11,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from core import config, runs
+from core.train import config
+from core.train import runs
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from core import serve
+from core.chat import server as serve
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,7 +70,7 @@ def keyed_lora_worker(base_dir, lora_dir, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def engine(base_dir):
-    from core.chat import ChatEngine
+    from core.chat.engine import ChatEngine
 
     return ChatEngine(base_dir)
 
@@ -343,7 +343,7 @@ def test_non_loopback_bind_needs_a_key(base_dir):
 def test_lora_adapter_with_api_key(keyed_lora_worker, base_dir, lora_dir, engine):
     import openai
 
-    from core.chat import ChatEngine
+    from core.chat.engine import ChatEngine
 
     w = keyed_lora_worker
     assert requests.get(w.url + "/health", timeout=10).status_code == 200  # /health needs no key

@@ -18,7 +18,9 @@ from pathlib import Path
 
 import gradio as gr
 
-from core import evaluate, serve, workspace
+from core import workspace
+from core.models import loading
+from core.chat import server as serve
 from studio.locales import t
 
 UPDATE_S = 0.1  # the most often a streaming answer is sent to the page
@@ -45,7 +47,7 @@ def model_choices() -> list[tuple[str, str]]:
         for d in sorted(rroot.glob("*/output"), reverse=True):
             if not (d / "studio_model.json").is_file():
                 continue
-            kind = evaluate.adapter_kind(d)
+            kind = loading.adapter_kind(d)
             rel = str(d.relative_to(home))
             out.append((f"{rel} ({kind})" if kind else rel, f"adapter:{d}" if kind else f"model:{d}"))
     return out

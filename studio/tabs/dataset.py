@@ -1,6 +1,6 @@
 """Dataset tab: upload or pick a file, validate it line by line, preview, token lengths, import.
 
-Handlers are thin: widget values -> core.datasets call -> display. Every message goes through
+Handlers are thin: widget values -> core.data.datasets call -> display. Every message goes through
 studio.locales so the zh/en switch covers it.
 """
 
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import gradio as gr
 
-from core import datasets, workspace
+from core import workspace
+from core.data import datasets
 from studio.charts import histogram_svg, html_table
 from studio.locales import problem, t
 

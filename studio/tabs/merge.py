@@ -16,7 +16,9 @@ from pathlib import Path
 
 import gradio as gr
 
-from core import evaluate, runs, workspace
+from core import workspace
+from core.models import loading
+from core.train import runs
 from studio.charts import bar_chart_svg, html_table
 from studio.locales import t
 
@@ -25,8 +27,8 @@ def adapter_choices() -> list[tuple[str, str]]:
     """Finished runs whose output holds an adapter."""
     out = []
     for d in sorted(workspace.runs_dir().glob("*/output"), reverse=True) if workspace.runs_dir().is_dir() else []:
-        if (d / "studio_model.json").is_file() and evaluate.adapter_kind(d):
-            out.append((f"{d.parent.name} ({evaluate.adapter_kind(d)})", str(d)))
+        if (d / "studio_model.json").is_file() and loading.adapter_kind(d):
+            out.append((f"{d.parent.name} ({loading.adapter_kind(d)})", str(d)))
     return out
 
 
@@ -66,7 +68,7 @@ def run_merge(adapter: str, name: str, lang: str):
 def run_eval(adapter: str, name: str, limit: int, lang: str):
     if not adapter:
         return t("merge.pick_first", lang), gr.skip()
-    base = evaluate.base_of(adapter)
+    base = loading.base_of(adapter)
     run_id = Path(adapter).parent.name
     flat = runs.read_json(Path(adapter).parent / "config.json", {})
     data = flat.get("dataset_name_or_path")

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import gradio as gr
 
-from core import datasets, quantize, workspace
+from core import workspace
+from core.data import datasets
+from core.quant import pipeline as quantize
 from studio.charts import bar_chart_svg, html_table
 from studio.locales import t
 

@@ -14,7 +14,8 @@ from html import escape
 
 import gradio as gr
 
-from core import runs, workspace
+from core import workspace
+from core.train import runs
 from studio.charts import html_table, line_chart_svg
 from studio.locales import t
 

@@ -15,8 +15,11 @@ from pathlib import Path
 
 import gradio as gr
 
-from core import config, datasets, runs, workspace
-from core.config import RunConfig
+from core import workspace
+from core.train import config
+from core.data import datasets
+from core.train import runs
+from core.train.config import RunConfig
 from studio.locales import FIELD_HELP_ZH, t
 
 # fields shown open; every other field goes in the section's folded "advanced" group

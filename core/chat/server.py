@@ -1,4 +1,4 @@
-"""An OpenAI-compatible chat server over :class:`core.chat.ChatEngine`, and the client helpers
+"""An OpenAI-compatible chat server over :class:`core.chat.engine.ChatEngine`, and the client helpers
 the studio uses to run one as a worker subprocess (the studio never holds model weights).
 
 ``paddle-studio serve --model DIR [--adapter DIR] --port P`` serves, on 127.0.0.1 by default:
@@ -32,7 +32,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 API_KEY_ENV = "PADDLE_STUDIO_API_KEY"
 MAX_BODY_BYTES = 8 * 1024 * 1024
 HEARTBEAT_ENV = "PADDLE_STUDIO_SERVE_HEARTBEAT_S"
@@ -74,7 +74,7 @@ _PARAM_KEYS = [
 
 def parse_request(body, served_names: set[str]) -> tuple[list[dict], dict, dict, bool, bool]:
     """(messages, GenParams keywords, {field: request key}, stream, include_usage) or ApiError 400."""
-    from core.chat import ChatError, messages_from, normalize_messages
+    from core.chat.engine import ChatError, messages_from, normalize_messages
 
     if not isinstance(body, dict):
         raise ApiError(400, "the request body must be a JSON object", None, "invalid_json")
@@ -134,7 +134,7 @@ def create_app(engine, name: str | None = None, api_key: str | None = None, hear
     from flask import Flask, Response, request
     from werkzeug.exceptions import HTTPException
 
-    from core.chat import ChatError
+    from core.chat.engine import ChatError
 
     app = Flask("paddle_studio_serve")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
@@ -279,7 +279,7 @@ def serve(model: str | None, adapter: str | None = None, host: str = "127.0.0.1"
     """Load the model and serve until SIGTERM / Ctrl-C. ``port`` 0 picks a free port."""
     from werkzeug.serving import WSGIRequestHandler, make_server
 
-    from core.chat import ChatEngine
+    from core.chat.engine import ChatEngine
 
     api_key = api_key or os.environ.get(API_KEY_ENV) or None
     check_bind(host, api_key)

@@ -16,7 +16,7 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-PRESETS_DIR = Path(__file__).resolve().parents[1] / "presets"
+PRESETS_DIR = Path(__file__).resolve().parents[2] / "presets"
 METHODS = ("sft", "lora", "prefix", "vera", "lokr", "qlora", "pretrain")
 
 

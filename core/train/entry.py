@@ -1,7 +1,7 @@
 """The training entry that `paddle.distributed.launch` runs: ``train.py CONFIG.json [--resume]``.
 
 Reads the PaddleNLP argument JSON (the same keys llm/run_finetune.py reads), builds the data
-with our own preprocessing (core.templates), wraps the model for the chosen method with
+with our own preprocessing (core.data.templates), wraps the model for the chosen method with
 PaddleNLP's PEFT classes, trains with PaddleNLP's SFTTrainer and appends one JSON line per
 logged step or evaluation to ``<run>/metrics.jsonl`` (rank 0 only). It knows nothing of the UI.
 """
@@ -18,14 +18,14 @@ from dataclasses import fields
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script by paddle.distributed.launch
-    # sys.path[0] is core/ itself, where datasets.py would shadow the `datasets` package:
+    # sys.path[0] is core/train/ itself (its config.py would shadow other packages):
     # replace it with the repository root so `core` imports as a package.
-    sys.path[0] = str(Path(__file__).resolve().parents[1])
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
 
-from core import templates  # noqa: E402
-from core.config import model_family  # noqa: E402
+from core.data import templates  # noqa: E402
+from core.train.config import model_family  # noqa: E402
 
-FINISHED_MARK = "studio_model.json"
+from core.workspace import MODEL_MARKER as FINISHED_MARK  # noqa: E402
 
 
 def split_args(flat: dict):
@@ -41,7 +41,7 @@ def split_args(flat: dict):
 
 
 def load_split(dataset_dir: str, split: str) -> list[dict]:
-    from core import datasets
+    from core.data import datasets
 
     d = Path(dataset_dir)
     files = datasets.resolve_files(d).get(split, [])

@@ -14,7 +14,9 @@ import shutil
 import time
 from pathlib import Path
 
-from core import evaluate, templates, workspace
+from core import workspace
+from core.models import loading
+from core.data import templates
 
 CHECK_PROMPTS = [
     [{"role": "user", "content": "类型#裙*颜色#蓝色*风格#清新"}],
@@ -56,14 +58,14 @@ def merge(base: str | Path | None, adapter: str | Path, out: str | Path, log=pri
     out = Path(out)
     if out.exists():
         raise FileExistsError(f"{out} exists; choose another output folder")
-    kind = evaluate.adapter_kind(adapter)
+    kind = loading.adapter_kind(adapter)
     if kind not in ("lora", "lokr", "vera"):
         raise ValueError(f"{adapter}: no mergeable adapter (LoRA, LoKr or VeRA); prefix tuning cannot be folded into weights")
-    base = base or evaluate.base_of(adapter)
+    base = base or loading.base_of(adapter)
     if not base:
         raise ValueError("no base model: pass --base (the adapter does not record its base)")
     log(f"loading {base} + {kind} adapter {adapter}")
-    model, tok, tpl = evaluate.load(base, adapter)
+    model, tok, tpl = loading.load(base, adapter)
     ids = [templates.prompt_ids(tok, tpl, m) for m in CHECK_PROMPTS]
     n = max(len(i) for i in ids)
     batch = paddle.to_tensor([[tok.pad_token_id] * (n - len(i)) + i for i in ids], dtype="int64")
@@ -102,7 +104,7 @@ def merge(base: str | Path | None, adapter: str | Path, out: str | Path, log=pri
         info = {"merged_from": {"base": str(Path(base).resolve()), "adapter": str(Path(adapter).resolve()), "kind": kind},
                 "check": {"prompts": len(CHECK_PROMPTS), "max_abs_diff": max(diff, disk_diff), "dtype": "float32"},
                 "seconds": round(time.perf_counter() - t0, 2)}
-        workspace.write_json_atomic(tmp / "studio_model.json", info)
+        workspace.write_json_atomic(tmp / workspace.MODEL_MARKER, info)
         workspace.publish_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

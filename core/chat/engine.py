@@ -1,8 +1,8 @@
 """Chat with a model: multi-turn prompts through the chat template, greedy or sampled answers,
 streamed token by token, cancellable between tokens, and batched.
 
-Loads what :func:`core.evaluate.load` loads: a base model, base + an unmerged adapter (LoRA,
-prefix, VeRA, LoKr) or a merged model. Prompts are built by :func:`core.templates.prompt_ids`,
+Loads what :func:`core.models.loading.load` loads: a base model, base + an unmerged adapter (LoRA,
+prefix, VeRA, LoKr) or a merged model. Prompts are built by :func:`core.data.templates.prompt_ids`,
 exactly as training builds them.
 
 One generation runs on the model at a time (a lock); others queue. A generation runs
@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Iterator
 
-from core import templates
+from core.data import templates
 
 DEFAULT_MAX_NEW_TOKENS = 256
 ROLES = ("system", "user", "assistant")
@@ -433,18 +433,18 @@ class ChatEngine:
 
     def __init__(self, model_dir: str | Path | None, adapter_dir: str | Path | None = None, loaded=None,
                  name: str | None = None):
-        from core import evaluate
+        from core.models import loading
 
         if adapter_dir and not Path(adapter_dir).is_dir():
             raise FileNotFoundError(f"adapter folder not found: {adapter_dir}")
         if model_dir and not Path(model_dir).is_dir():
             raise FileNotFoundError(f"model folder not found: {model_dir}")
         if adapter_dir and not model_dir:
-            model_dir = evaluate.base_of(adapter_dir)
+            model_dir = loading.base_of(adapter_dir)
         self.model_dir = str(model_dir) if model_dir else None
         self.adapter_dir = str(adapter_dir) if adapter_dir else None
-        self.kind = (evaluate.adapter_kind(adapter_dir) if adapter_dir else None) or "model"
-        self.model, self.tokenizer, self.template = loaded or evaluate.load(model_dir, adapter_dir)
+        self.kind = (loading.adapter_kind(adapter_dir) if adapter_dir else None) or "model"
+        self.model, self.tokenizer, self.template = loaded or loading.load(model_dir, adapter_dir)
         self.name = name or Path(self.adapter_dir or self.model_dir or "model").name
         cfg = getattr(self.model, "config", None) or getattr(getattr(self.model, "model", None), "config", None)
         self.max_position = int(getattr(cfg, "max_position_embeddings", 0) or 2048)

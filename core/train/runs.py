@@ -1,6 +1,6 @@
 """Runs: create the run directory, launch, supervise, stop, resume, continue, queue, read back.
 
-Each run is launched by a small *supervisor* process (``python -m core.runs supervise RUN``)
+Each run is launched by a small *supervisor* process (``python -m core.train.runs supervise RUN``)
 in its own session, so it outlives the studio. The supervisor starts
 ``python -m paddle.distributed.launch ... core/train.py config.json`` in a new process group
 with all output going to files (never a pipe), waits for it, writes the final
@@ -16,26 +16,26 @@ import json
 import os
 import re
 import shlex
-import signal
 import subprocess
 import sys
-import threading
 import time
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
-from core import system, workspace
-from core.config import RunConfig
+from core import jobs, system, workspace
+from core.train.config import RunConfig
 
-TRAIN_PY = Path(__file__).resolve().parent / "train.py"
+TRAIN_PY = Path(__file__).resolve().parent / "entry.py"
 ACTIVE = ("queued", "running")
 FINAL = ("succeeded", "failed", "stopped")
-STOP_GRACE = 6.0
+STOP_GRACE = jobs.STOP_GRACE
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+_now = jobs.now
+read_json = jobs.read_json
+write_status = jobs.write_status
+alive = jobs.alive
 
 
 def run_dir(run_id: str) -> Path:
@@ -48,78 +48,14 @@ def run_dir(run_id: str) -> Path:
     return d
 
 
-def read_json(path: Path, default=None):
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return default
-
-
-# ---------------------------------------------------------------- processes
-
-
-def _proc_start(pid: int) -> float | None:
-    import psutil
-
-    try:
-        p = psutil.Process(pid)
-        if p.status() == psutil.STATUS_ZOMBIE:
-            return None
-        return p.create_time()
-    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
-        return None
-
-
-def alive(pid: int | None, start: float | None) -> bool:
-    """True when ``pid`` runs and was started at ``start`` (so a reused pid is not mistaken)."""
-    if not pid or start is None:
-        return False
-    t = _proc_start(pid)
-    return t is not None and abs(t - start) < 0.05
-
-
-def run_processes(status: dict) -> list:
-    """Every live process of a run: the launcher's process group plus all its descendants."""
-    import psutil
-
-    pid, pgid = status.get("pid"), status.get("pgid")
-    found = {}
-    if alive(pid, status.get("pid_start")):
-        try:
-            root = psutil.Process(pid)
-            for p in [root, *root.children(recursive=True)]:
-                found[p.pid] = p
-        except psutil.NoSuchProcess:
-            pass
-    if pgid:
-        for p in psutil.process_iter(["pid"]):
-            try:
-                if os.getpgid(p.pid) == pgid and p.pid not in found:
-                    found[p.pid] = p
-            except (ProcessLookupError, PermissionError, psutil.Error):
-                continue
-    return list(found.values())
-
-
-# ---------------------------------------------------------------- status
-
-
-def write_status(d: Path, **fields) -> dict:
-    st = read_json(d / "status.json", {}) or {}
-    st.update(fields)
-    st["updated"] = _now()
-    workspace.write_json_atomic(d / "status.json", st)
-    return st
-
-
 def status(run_id_or_dir) -> dict:
     """The run's status, corrected when its supervisor vanished (killed, machine restarted)."""
     d = Path(run_id_or_dir) if isinstance(run_id_or_dir, Path) else run_dir(run_id_or_dir)
     st = read_json(d / "status.json", {}) or {}
-    if st.get("state") == "running" and not alive(st.get("supervisor_pid"), st.get("supervisor_start")):
+    if jobs.supervisor_vanished(st):
         if st.get("pid") and alive(st.get("pid"), st.get("pid_start")):
             return st  # training goes on without its supervisor; judged when it ends
-        finished = (d / "output" / "studio_model.json").is_file()
+        finished = (d / "output" / workspace.MODEL_MARKER).is_file()
         st = write_status(
             d, state="succeeded" if finished else "failed", finished=_now(),
             reason=None if finished else "the run's supervisor vanished (killed or machine restarted)",
@@ -209,17 +145,11 @@ def _busy(key: str, exclude: str | None = None) -> bool:
 
 
 def _spawn_supervisor(d: Path, resume: bool) -> None:
-    argv = [sys.executable, "-m", "core.runs", "supervise", str(d)] + (["--resume"] if resume else [])
-    log = open(d / "supervisor.log", "ab")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]),
-                                                        os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True, env=env, cwd=str(d))
-    log.close()
-    write_status(d, state="running", supervisor_pid=proc.pid, supervisor_start=_proc_start(proc.pid),
-                 started=_now(), finished=None, exit_code=None, reason=None, resume=resume, pid=None, pgid=None)
-    # reap it when it ends while we live; if we die first, init adopts it
-    threading.Thread(target=proc.wait, daemon=True).start()
+    write_status(d, state="running", started=_now(), finished=None, exit_code=None, reason=None, resume=resume,
+                 pid=None, pgid=None, supervisor_pid=None, supervisor_start=None)
+    argv = [sys.executable, "-m", "core.train.runs", "supervise", str(d)] + (["--resume"] if resume else [])
+    proc = jobs.spawn_detached(argv, d / "supervisor.log", d)
+    write_status(d, supervisor_pid=proc.pid, supervisor_start=jobs.proc_start(proc.pid))
 
 
 def start(run_id: str, resume: bool = False) -> dict:
@@ -260,7 +190,7 @@ def _failure_reason(d: Path, code: int) -> str:
         except OSError:
             continue
         for line in reversed(lines[-200:]):
-            s = re.sub(r"\x1b\[[0-9;]*m", "", line).strip()
+            s = jobs.strip_ansi(line).strip()
             if re.match(r"^[A-Za-z_.]*(Error|Exception)\b", s) or s.startswith(("ValueError", "RuntimeError")):
                 return s[:500]
     return f"exit code {code}"
@@ -272,9 +202,9 @@ def supervise(d: Path, resume: bool) -> int:
     argv = launch_argv(d, meta["parallel"], resume)
     with open(d / "launcher.log", "ab") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, cwd=str(d))
-    write_status(d, pid=proc.pid, pgid=proc.pid, pid_start=_proc_start(proc.pid),
-                 supervisor_pid=os.getpid(), supervisor_start=_proc_start(os.getpid()))
+                                start_new_session=True, cwd=str(d), env=jobs.child_env())
+    write_status(d, pid=proc.pid, pgid=proc.pid, pid_start=jobs.proc_start(proc.pid),
+                 supervisor_pid=os.getpid(), supervisor_start=jobs.proc_start(os.getpid()))
     code = proc.wait()
     if (d / "stop.request").exists():
         state, reason = "stopped", "stopped by the user"
@@ -292,8 +222,6 @@ def supervise(d: Path, resume: bool) -> int:
 
 def stop(run_id: str, grace: float = STOP_GRACE) -> dict:
     """SIGTERM to every process of the run, SIGKILL to what is left after ``grace`` seconds."""
-    import psutil
-
     d = run_dir(run_id)
     (d / "stop.request").write_text(_now())
     st = status(d)
@@ -305,24 +233,7 @@ def stop(run_id: str, grace: float = STOP_GRACE) -> dict:
     while not st.get("pgid") and time.time() < deadline and alive(st.get("supervisor_pid"), st.get("supervisor_start")):
         time.sleep(0.1)  # the supervisor has not started the launcher yet
         st = status(d)
-    procs = run_processes(st)
-    if st.get("pgid"):
-        try:
-            os.killpg(st["pgid"], signal.SIGTERM)
-        except (ProcessLookupError, PermissionError):
-            pass
-    for p in procs:
-        try:
-            p.terminate()
-        except psutil.Error:
-            pass
-    _, left = psutil.wait_procs(procs, timeout=grace)
-    for p in left + run_processes(st):
-        try:
-            p.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(left, timeout=3)
+    jobs.stop_processes(st, grace)
     deadline = time.time() + 5
     while time.time() < deadline and status(d).get("state") == "running":
         if not alive(st.get("supervisor_pid"), st.get("supervisor_start")):
@@ -367,7 +278,7 @@ def continue_run(run_id: str, epochs: float | None = None, steps: int | None = N
         flat["num_train_epochs"] = float(flat.get("num_train_epochs", 1)) + float(epochs or 1)
         change = {"num_train_epochs": flat["num_train_epochs"]}
     workspace.write_json_atomic(d / "config.json", flat)
-    (d / "output" / "studio_model.json").unlink(missing_ok=True)
+    (d / "output" / workspace.MODEL_MARKER).unlink(missing_ok=True)
     _history(d, {"action": "continue", **change})
     return start(run_id, resume=True)
 
@@ -428,7 +339,7 @@ def tail_log(run_id_or_dir, max_bytes: int = 20000) -> str:
             with open(f, "rb") as r:
                 r.seek(max(0, f.stat().st_size - max_bytes))
                 text = r.read().decode("utf-8", errors="replace")
-            return re.sub(r"\x1b\[[0-9;]*m", "", text)
+            return jobs.strip_ansi(text)
     return ""
 
 
@@ -438,7 +349,7 @@ def show(run_id: str) -> dict:
     records, _ = read_metrics(d)
     return {**meta, "status": status(d), "progress": progress(records), "dir": str(d),
             "checkpoint": (lambda c: c.name if c else None)(last_checkpoint(d)),
-            "output": str(d / "output") if (d / "output" / "studio_model.json").is_file() else None}
+            "output": str(d / "output") if (d / "output" / workspace.MODEL_MARKER).is_file() else None}
 
 
 def list_runs() -> list[dict]:
@@ -455,7 +366,7 @@ def list_runs() -> list[dict]:
 def main(argv: list[str]) -> int:
     if len(argv) >= 2 and argv[0] == "supervise":
         return supervise(Path(argv[1]), "--resume" in argv)
-    sys.stderr.write("usage: python -m core.runs supervise RUN_DIR [--resume]\n")
+    sys.stderr.write("usage: python -m core.train.runs supervise RUN_DIR [--resume]\n")
     return 2
 
 

@@ -2,96 +2,19 @@
 
 Works on a base model, base + adapter (LoRA, prefix, VeRA, LoKr, unmerged) and a merged model.
 Multi-turn records are judged on their last answer, with the gold earlier turns as history.
-Prompts are built by core.templates exactly as training builds them.
+Prompts are built by core.data.templates exactly as training builds them.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import time
 from collections import Counter
 from pathlib import Path
 
-from core import templates
-
-ADAPTER_FILES = {
-    "lora_config.json": "lora",
-    "prefix_config.json": "prefix",
-    "vera_config.json": "vera",
-    "lokr_config.json": "lokr",
-}
-
-
-# ---------------------------------------------------------------- loading
-
-
-def adapter_kind(path: str | Path) -> str | None:
-    for f, kind in ADAPTER_FILES.items():
-        if (Path(path) / f).is_file():
-            return kind
-    return None
-
-
-def base_of(adapter_dir: str | Path) -> str | None:
-    """The base model recorded beside an adapter (studio_model.json written by training)."""
-    info = Path(adapter_dir) / "studio_model.json"
-    if info.is_file():
-        return json.loads(info.read_text(encoding="utf-8")).get("base")
-    return None
-
-
-def load(model_dir: str | Path | None, adapter_dir: str | Path | None = None):
-    """(model, tokenizer, template) in eval mode on CPU or the default device."""
-    if model_dir and not adapter_dir and (Path(model_dir) / "studio_quant.json").is_file():
-        from core import quantize  # a quantized model folder (core/quantize.py writes the marker)
-
-        return quantize.load_quantized(model_dir)
-    import logging
-
-    logging.getLogger("paddlenlp").setLevel(logging.WARNING)
-    from paddlenlp.transformers import AutoModelForCausalLM, AutoTokenizer
-
-    if adapter_dir and not model_dir:
-        model_dir = base_of(adapter_dir)
-    if not model_dir:
-        raise ValueError("no base model: pass --model (the adapter does not record its base)")
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype="float32")
-    tok_dir = adapter_dir if adapter_dir and (Path(adapter_dir) / "tokenizer_config.json").is_file() else model_dir
-    tokenizer = AutoTokenizer.from_pretrained(str(tok_dir))
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    if adapter_dir:
-        model = attach_adapter(model, str(model_dir), str(adapter_dir))
-    model.eval()
-    return model, tokenizer, templates.load_template(tokenizer, tok_dir)
-
-
-def attach_adapter(model, model_dir: str, adapter_dir: str):
-    kind = adapter_kind(adapter_dir)
-    if kind == "lora":
-        from paddlenlp.peft import LoRAModel
-
-        return LoRAModel.from_pretrained(model, adapter_dir)
-    if kind == "prefix":
-        from paddlenlp.peft import PrefixModelForCausalLM
-        from paddlenlp.peft.prefix import utils as prefix_utils
-
-        from core.config import model_family
-
-        post = getattr(prefix_utils, model_family(model_dir).get("prefix_postprocess", "llama_postprocess_past_key_value"))
-        return PrefixModelForCausalLM.from_pretrained(model, adapter_dir, postprocess_past_key_value=post)
-    if kind == "vera":
-        from paddlenlp.peft import VeRAModel
-
-        return VeRAModel.from_pretrained(model, adapter_dir)
-    if kind == "lokr":
-        from paddlenlp.peft import LoKrModel
-
-        return LoKrModel.from_pretrained(model, adapter_dir)
-    raise ValueError(f"{adapter_dir} holds no adapter (no lora/prefix/vera/lokr config)")
-
+from core.data import templates
+from core.models.loading import load  # noqa: F401 (evaluate(..) loads through it)
 
 # ---------------------------------------------------------------- scores
 
@@ -226,7 +149,7 @@ def generate(model, tokenizer, template, conversations: list[list[dict]], max_ne
 def evaluate(model_dir=None, adapter_dir=None, data=None, limit: int | None = None, max_new_tokens: int = 64,
              src_length: int = 1024, max_length: int = 2048, with_generation: bool = True, loaded=None) -> dict:
     """Every metric on a dev file (or a dataset folder's dev split)."""
-    from core import datasets
+    from core.data import datasets
 
     t0 = time.perf_counter()
     path = Path(data)

@@ -1,0 +1,179 @@
+"""Loading a model folder for inference: base or merged models, base + adapter (LoRA, prefix,
+VeRA, LoKr, unmerged) and quantized folders (dequantized on load on CPU, the GPU weight-only
+kernel where a GPU is visible).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from core.data import templates
+from core.quant.algorithms import (_gpu_arch, _gpu_visible, _parent, _require_gpu, _set_norm_bias, _weight_only_linear_cls,
+                                   dequant, pack, unpack)
+from core.workspace import MODEL_MARKER, QUANT_MARKER
+
+ADAPTER_FILES = {
+    "lora_config.json": "lora",
+    "prefix_config.json": "prefix",
+    "vera_config.json": "vera",
+    "lokr_config.json": "lokr",
+}
+
+
+def adapter_kind(path: str | Path) -> str | None:
+    for f, kind in ADAPTER_FILES.items():
+        if (Path(path) / f).is_file():
+            return kind
+    return None
+
+
+def base_of(adapter_dir: str | Path) -> str | None:
+    """The base model recorded beside an adapter (studio_model.json written by training)."""
+    info = Path(adapter_dir) / MODEL_MARKER
+    if info.is_file():
+        return json.loads(info.read_text(encoding="utf-8")).get("base")
+    return None
+
+
+def load(model_dir: str | Path | None, adapter_dir: str | Path | None = None):
+    """(model, tokenizer, template) in eval mode on CPU or the default device."""
+    if model_dir and not adapter_dir and (Path(model_dir) / QUANT_MARKER).is_file():
+        return load_quantized(model_dir)
+    import logging
+
+    logging.getLogger("paddlenlp").setLevel(logging.WARNING)
+    from paddlenlp.transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if adapter_dir and not model_dir:
+        model_dir = base_of(adapter_dir)
+    if not model_dir:
+        raise ValueError("no base model: pass --model (the adapter does not record its base)")
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype="float32")
+    tok_dir = adapter_dir if adapter_dir and (Path(adapter_dir) / "tokenizer_config.json").is_file() else model_dir
+    tokenizer = AutoTokenizer.from_pretrained(str(tok_dir))
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if adapter_dir:
+        model = attach_adapter(model, str(model_dir), str(adapter_dir))
+    model.eval()
+    return model, tokenizer, templates.load_template(tokenizer, tok_dir)
+
+
+def attach_adapter(model, model_dir: str, adapter_dir: str):
+    kind = adapter_kind(adapter_dir)
+    if kind == "lora":
+        from paddlenlp.peft import LoRAModel
+
+        return LoRAModel.from_pretrained(model, adapter_dir)
+    if kind == "prefix":
+        from paddlenlp.peft import PrefixModelForCausalLM
+        from paddlenlp.peft.prefix import utils as prefix_utils
+
+        from core.train.config import model_family
+
+        post = getattr(prefix_utils, model_family(model_dir).get("prefix_postprocess", "llama_postprocess_past_key_value"))
+        return PrefixModelForCausalLM.from_pretrained(model, adapter_dir, postprocess_past_key_value=post)
+    if kind == "vera":
+        from paddlenlp.peft import VeRAModel
+
+        return VeRAModel.from_pretrained(model, adapter_dir)
+    if kind == "lokr":
+        from paddlenlp.peft import LoKrModel
+
+        return LoKrModel.from_pretrained(model, adapter_dir)
+    raise ValueError(f"{adapter_dir} holds no adapter (no lora/prefix/vera/lokr config)")
+
+
+
+def is_quantized(model_dir) -> bool:
+    return model_dir is not None and (Path(model_dir) / QUANT_MARKER).is_file()
+
+
+def load_quantized(model_dir, kernel: str = "auto"):
+    """(model, tokenizer, template) of a quantized folder. kernel: auto (GPU kernel where a GPU is
+    visible, else paddle ops), paddle (dequantize on load; any device), gpu (weight_only_linear; fails on CPU)."""
+    import logging
+
+    import numpy as np
+    import paddle
+    from paddlenlp.quantization.quantization_config import QuantizationConfig
+    from paddlenlp.transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from safetensors import safe_open
+
+    logging.getLogger("paddlenlp").setLevel(logging.WARNING)
+    model_dir = Path(model_dir)
+    marker = json.loads((model_dir / QUANT_MARKER).read_text(encoding="utf-8"))
+    algo, group = marker["algorithm"], int(marker.get("group_size", -1))
+    if kernel not in ("auto", "paddle", "gpu"):
+        raise ValueError(f"kernel must be auto, paddle or gpu, not {kernel!r}")
+    if kernel == "gpu":
+        _require_gpu()
+        if algo == "a8w8":
+            raise RuntimeError("a8w8 runs on GPU through PaddleNLP's fused predictor (act_scales.json, weight_scales.json); "
+                               "the studio runs it with paddle ops (kernel 'paddle')")
+    use_gpu = algo != "a8w8" and (kernel == "gpu" or (kernel == "auto" and _gpu_visible()))
+    cfg = AutoConfig.from_pretrained(str(model_dir))
+    cfg.quantization_config = QuantizationConfig()
+    model = AutoModelForCausalLM.from_config(cfg, dtype="float32")
+    state = {}
+    for f in sorted(model_dir.glob("*.safetensors")):
+        with safe_open(str(f), framework="np") as h:
+            for k in h.keys():
+                state[k] = h.get_tensor(k)
+    layers = dict(model.named_sublayers())
+    act = {}
+    if algo == "a8w8":
+        act = json.loads((model_dir / "act_scales.json").read_text(encoding="utf-8"))
+        wsc = json.loads((model_dir / "weight_scales.json").read_text(encoding="utf-8"))
+    gpu_layers = {}
+    for n in marker["layers"]:
+        lin = layers[n]
+        k, nout = lin.weight.shape
+        if algo == "a8w8":
+            s = np.asarray(wsc[f"{n}.weight_quanter"], np.float32) / 127.0
+            state[f"{n}.weight"] = state[f"{n}.weight"].astype(np.float32) * s[None, :]
+        else:
+            bits = marker["bits"]
+            qw, scale = state.pop(f"{n}.quant_weight"), state.pop(f"{n}.quant_scale").astype(np.float32)
+            if use_gpu:
+                arch = _gpu_arch()
+                if arch not in (80, 86, 89, 90):
+                    qw = pack(unpack(qw, k, nout, bits), bits, arch)
+                gpu_layers[n] = (qw, scale, bits, arch)
+            else:
+                state[f"{n}.weight"] = dequant(unpack(qw, k, nout, bits), scale, group)
+        if f"{n}.bias" in state and lin.bias is None:
+            lin.bias = lin.create_parameter(shape=[nout], dtype="float32", is_bias=True)
+    for key in marker.get("norm_bias", []):
+        norm = layers[key[: -len(".bias")]]
+        _set_norm_bias(norm, paddle.to_tensor(state.pop(key).astype(np.float32)))
+    missing = [k for k in model.state_dict() if k not in state and not k.endswith(".studio_bias")
+               and k.rsplit(".", 1)[0] not in gpu_layers]
+    if missing:
+        raise ValueError(f"{model_dir}: weights missing for {missing[:3]}")
+    model.set_state_dict({k: v for k, v in state.items()})
+    if gpu_layers:
+        cls = _weight_only_linear_cls()
+        for n, (qw, scale, bits, arch) in gpu_layers.items():
+            parent, sub = _parent(model, n)
+            b = state.get(f"{n}.bias")
+            setattr(parent, sub, cls(qw, scale, b, bits, group, arch))
+        model.studio_quant_kernel = "weight_only_linear"
+    else:
+        model.studio_quant_kernel = "paddle (dequantized on load" + (", int8 activations)" if algo == "a8w8" else ")")
+    if algo == "a8w8":
+        for n in marker["layers"]:
+            a = float(act[f"{n}.activation_quanter"])
+
+            def fq(layer, inp, a=a):
+                x = inp[0] if isinstance(inp, (tuple, list)) else inp
+                q = paddle.clip(paddle.round(x / a * 127.0), -127.0, 127.0) * (a / 127.0)
+                return (q,)
+            layers[n].register_forward_pre_hook(fq)
+    model.eval()
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer, templates.load_template(tokenizer, model_dir)
+
