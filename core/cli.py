@@ -287,8 +287,17 @@ def cmd_merge(a) -> int:
 def cmd_eval(a) -> int:
     from core.models import evaluate
 
-    res = evaluate.evaluate(a.model, a.adapter, a.data, limit=a.limit, max_new_tokens=a.max_new_tokens,
-                            src_length=a.src_length, max_length=a.max_length, with_generation=not a.no_generation)
+    kw = dict(limit=a.limit, max_new_tokens=a.max_new_tokens, src_length=a.src_length, max_length=a.max_length,
+              with_generation=not a.no_generation)
+    if a.target:
+        res = evaluate.compare([evaluate.parse_target(s) for s in a.target], a.data, **kw)
+        if a.json:
+            _print_json(res)
+        else:
+            for r in res["rows"]:
+                print(f"{r['label']:14} " + "  ".join(f"{k} {r[k]:.4g}" for k in evaluate.METRICS if r.get(k) is not None))
+        return 0
+    res = evaluate.evaluate(a.model, a.adapter, a.data, **kw)
     if a.json:
         _print_json(res)
     else:
@@ -367,6 +376,40 @@ def cmd_serve(a) -> int:
 
     return serve.serve(a.model, a.adapter, host=a.host, port=a.port, api_key=a.api_key, name=a.name,
                        ready_file=a.ready_file)
+
+
+def cmd_jobs(a) -> int:
+    from core import catalog, jobs
+
+    if a.jobs_verb == "list":
+        rows = catalog.activity()
+        if a.json:
+            _print_json(rows)
+            return 0
+        for r in rows:
+            pct = "" if r["fraction"] is None else f"{r['fraction'] * 100:.0f}%"
+            print(f"{r['id']:44} {r['kind']:9} {r['state'] or '?':10} {pct:>5} {r['text'] or ''}")
+        return 0
+    if a.jobs_verb == "stop":
+        st = catalog.stop(a.id)
+        if a.json:
+            _print_json(st)
+        else:
+            print(f"{a.id}: {st.get('state')}")
+        return 0
+    info = jobs.show(a.id)
+    if a.jobs_verb == "log":
+        sys.stdout.write(jobs.read_log(a.id, 200000))
+        return 0
+    if a.json:
+        _print_json(info)
+    else:
+        st = info["status"]
+        print(f"{info['job_id']} ({info['kind']}): {st.get('state')}" + (f" — {st['reason']}" if st.get("reason") else ""))
+        print("command:", " ".join(info["argv"]))
+        if info.get("progress"):
+            print("progress:", info["progress"].get("text"))
+    return 0
 
 
 # ---------------------------------------------------------------- parser
@@ -477,6 +520,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--src-length", type=int, default=1024)
     e.add_argument("--max-length", type=int, default=2048)
     e.add_argument("--no-generation", action="store_true")
+    e.add_argument("--target", action="append", metavar="LABEL=MODEL[+ADAPTER]",
+                   help="evaluate several models on the same records (repeat); replaces --model/--adapter")
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=cmd_eval)
 
@@ -504,11 +549,32 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--name", help="the model id clients send (default: the folder name)")
     sv.add_argument("--ready-file", help="write {pid, port, url} here (atomically) once listening")
     sv.set_defaults(func=cmd_serve)
+    jb = sub.add_parser("jobs", help="every run and job the studio or CLI started: list, show, log, stop")
+    jsub = jb.add_subparsers(dest="jobs_verb", required=True)
+    jl = jsub.add_parser("list", help="runs and jobs, newest first")
+    jl.add_argument("--json", action="store_true")
+    for verb, text in (("show", "one job's command, status, progress and result"), ("log", "a job's log"),
+                       ("stop", "stop a run or job and every process it started")):
+        q = jsub.add_parser(verb, help=text)
+        q.add_argument("id")
+        q.add_argument("--json", action="store_true")
+    jb.set_defaults(func=cmd_jobs)
     return p
+
+
+def _terminate(signum, frame):
+    raise SystemExit(128 + signum)  # so finally-blocks remove temp folders when a job is stopped
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    import signal
+
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        try:
+            signal.signal(signal.SIGTERM, _terminate)
+        except ValueError:  # not the main thread (called in-process)
+            pass
     if argv[:1] == ["quantize"]:  # its own parser (core.quant.pipeline.cli_main): one definition of its flags
         from core.quant import pipeline
 

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 from core import workspace
+from core.jobs import report_progress
 
 DEMO_VERSION = 2
 DEMO_DATASET = "demo"
@@ -344,6 +345,7 @@ def build_and_pretrain(tok, tok_dir: Path, corpus: list[str], out: Path, seed: i
         losses.append(float(loss))
         if step % 100 == 0 or step == steps - 1:
             log(f"pretrain step {step + 1}/{steps} loss {losses[-1]:.3f}")
+            report_progress(0.15 + 0.8 * (step + 1) / steps, f"pretraining the demo model: step {step + 1}/{steps}")
     model.eval()
     tmp = workspace.temp_dir_beside(out)
     try:

@@ -38,9 +38,32 @@ from core import workspace
 ROOT = Path(__file__).resolve().parents[1]
 ACTIVE = ("queued", "running")
 FINAL = ("succeeded", "failed", "stopped")
-KINDS = ("merge", "quantize", "eval", "serve", "demo")
+KINDS = ("data", "merge", "quantize", "eval", "serve", "demo")
 STOP_GRACE = 6.0
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
+class Refused(ValueError):
+    """A job that cannot start, with a code and parameters the UI turns into zh/en text."""
+
+    def __init__(self, code: str, message: str, **params):
+        super().__init__(message)
+        self.code, self.params = code, params
+
+
+def check_output(name: str, root: Path) -> Path:
+    """``root/name`` for a new model folder: a safe name, not there yet, not being written by a job."""
+    name = (name or "").strip()
+    code = workspace.check_name(name)
+    if code:
+        raise Refused(code, f"{name!r} is not a usable folder name (letters, digits, _ . -; no slashes)", name=name)
+    out = root / name
+    if out.exists():
+        raise Refused("exists", f"{out} already exists; pick another name", path=str(out))
+    other = claimed(out)
+    if other:
+        raise Refused("claimed", f"{out} is being written by job {other}", path=str(out), job=other)
+    return out
 
 
 def now() -> str:
@@ -187,10 +210,11 @@ def claimed(path: str | Path) -> str | None:
 
 
 def submit(kind: str, args: list[str], title: str = "", params: dict | None = None,
-           outputs: list[str | Path] = ()) -> str:
+           outputs: list[str | Path] = (), program: list[str] | None = None) -> str:
     """Create the job directory and start its supervisor; returns the job id.
 
     ``args`` are `paddle-studio` verb arguments; ``{job}`` in them becomes the job's directory.
+    ``program`` replaces `python -m core.cli` (an external tool; the tests' stand-ins).
     Refused (ValueError) when an active job already claims one of ``outputs``.
     """
     if kind not in KINDS:
@@ -212,7 +236,7 @@ def submit(kind: str, args: list[str], title: str = "", params: dict | None = No
             k += 1
             job_id = f"{base}-{k}"
     d = root / job_id
-    argv = [sys.executable, "-m", "core.cli", *[a.replace("{job}", str(d)) for a in args]]
+    argv = [*(program or [sys.executable, "-m", "core.cli"]), *[a.replace("{job}", str(d)) for a in args]]
     workspace.write_json_atomic(d / "job.json", {"job_id": job_id, "kind": kind, "title": title or kind, "argv": argv,
                                                  "params": params or {}, "outputs": outs, "created": now()})
     write_status(d, state="running", created=now(), started=now())

@@ -113,7 +113,7 @@ def test_merged_logits_equal_adapter_logits(lora_run, ws, tmp_path):
     # our own check of what is on disk, independent of merge's: same logits as base + adapter
     code = (
         "import sys, paddle\n"
-        "from core import evaluate as E, templates as T\n"
+        "from core.models import loading as E\nfrom core.data import templates as T\n"
         "m1, tok, tpl = E.load(sys.argv[1], sys.argv[2]); m2, _, _ = E.load(sys.argv[3])\n"
         "ids = paddle.to_tensor([T.prompt_ids(tok, tpl, [{'role': 'user', 'content': '翻译成英文：红色的书'}])])\n"
         "a = m1(input_ids=ids); b = m2(input_ids=ids)\n"

@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 from core.data import templates
-from core.models.loading import load  # noqa: F401 (evaluate(..) loads through it)
+from core.models import loading
 
 # ---------------------------------------------------------------- scores
 
@@ -160,7 +160,7 @@ def evaluate(model_dir=None, adapter_dir=None, data=None, limit: int | None = No
         records = records[:limit]
     if not records:
         raise ValueError(f"{data}: no records to evaluate")
-    model, tok, tpl = loaded or load(model_dir, adapter_dir)
+    model, tok, tpl = loaded or loading.load(model_dir, adapter_dir)
     res = {"model": str(model_dir) if model_dir else None, "adapter": str(adapter_dir) if adapter_dir else None,
            "data": str(path), "records": len(records)}
     res.update(loss_and_accuracy(model, tok, tpl, records, src_length, max_length))
@@ -178,3 +178,50 @@ def evaluate(model_dir=None, adapter_dir=None, data=None, limit: int | None = No
                           for c, r, h in list(zip(convs, refs, hyps))[:5]]
     res["seconds"] = round(time.perf_counter() - t0, 2)
     return res
+
+
+METRICS = ("eval_loss", "perplexity", "token_accuracy", "exact_match", "bleu4", "rouge_l")
+
+
+def compare(targets: list[tuple[str, str | None, str | None]], data, limit: int | None = None, **kw) -> dict:
+    """Evaluate several (label, model, adapter) targets on the same records, one after another."""
+    from core.jobs import report_progress
+
+    rows = []
+    for i, (label, model, adapter) in enumerate(targets):
+        report_progress(i / len(targets), f"evaluating {label} ({i + 1}/{len(targets)})")
+        res = evaluate(model, adapter, data, limit=limit, **kw)
+        rows.append({"label": label, **{k: res.get(k) for k in (*METRICS, "records", "seconds")},
+                     "samples": res.get("samples", [])[:3]})
+    return {"data": str(data), "limit": limit, "rows": rows}
+
+
+def parse_target(spec: str) -> tuple[str, str | None, str | None]:
+    """LABEL=MODEL, LABEL=MODEL+ADAPTER or LABEL=+ADAPTER (the adapter's recorded base)."""
+    label, sep, rest = spec.partition("=")
+    if not sep or not label or not rest:
+        raise ValueError(f"--target {spec!r}: expected LABEL=MODEL[+ADAPTER]")
+    model, _, adapter = rest.partition("+")
+    return label, model or None, adapter or None
+
+
+def submit_compare(adapter: str | Path, merged: str | Path | None = None, limit: int = 200) -> str:
+    """Start a job that evaluates base, base + adapter and (when given) the merged model on the dev
+    split of the dataset the adapter was trained on; returns the job id."""
+    from core import jobs
+    from core.train import runs
+
+    adapter = Path(adapter)
+    base = loading.base_of(adapter)
+    if not loading.adapter_kind(adapter) or not base:
+        raise jobs.Refused("no_adapter", f"{adapter} holds no adapter with a recorded base", path=str(adapter))
+    flat = runs.read_json(adapter.parent / "config.json", {}) or {}
+    data = flat.get("dataset_name_or_path")
+    if not data:
+        raise jobs.Refused("no_data", f"{adapter.parent / 'config.json'} names no dataset_name_or_path", path=str(adapter))
+    args = ["eval", "--data", str(data), "--limit", str(int(limit or 200)), "--src-length", str(flat.get("src_length", 1024)),
+            "--max-length", str(flat.get("max_length", 2048)), "--json",
+            "--target", f"base={base}", "--target", f"base+adapter={base}+{adapter}"]
+    if merged and (Path(merged) / "config.json").is_file():
+        args += ["--target", f"merged={merged}"]
+    return jobs.submit("eval", args, title=adapter.parent.name, params={"adapter": str(adapter), "merged": str(merged or "")})

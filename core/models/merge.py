@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from core import workspace
+from core.jobs import report_progress
 from core.models import loading
 from core.data import templates
 
@@ -65,6 +66,7 @@ def merge(base: str | Path | None, adapter: str | Path, out: str | Path, log=pri
     if not base:
         raise ValueError("no base model: pass --base (the adapter does not record its base)")
     log(f"loading {base} + {kind} adapter {adapter}")
+    report_progress(0.1, "loading base + adapter")
     model, tok, tpl = loading.load(base, adapter)
     ids = [templates.prompt_ids(tok, tpl, m) for m in CHECK_PROMPTS]
     n = max(len(i) for i in ids)
@@ -72,6 +74,7 @@ def merge(base: str | Path | None, adapter: str | Path, out: str | Path, log=pri
     ref = _logits(model, batch)
 
     log("merging")
+    report_progress(0.5, "merging")
     if kind == "vera":
         folded = _fold_vera(model)
         if not folded:
@@ -110,3 +113,14 @@ def merge(base: str | Path | None, adapter: str | Path, out: str | Path, log=pri
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return {"out": str(out), **info}
+
+
+def submit(adapter: str | Path, name: str, base: str | Path | None = None) -> str:
+    """Start a merge job writing models/NAME; returns the job id (jobs.Refused when it cannot start)."""
+    from core import jobs
+
+    if not adapter or not loading.adapter_kind(adapter):
+        raise jobs.Refused("no_adapter", f"{adapter} holds no adapter (no lora/prefix/vera/lokr config)", path=str(adapter))
+    out = jobs.check_output(name, workspace.models_dir())
+    args = ["merge", "--adapter", str(adapter), "--out", str(out), "--json"] + (["--base", str(base)] if base else [])
+    return jobs.submit("merge", args, title=out.name, params={"adapter": str(adapter), "out": str(out)}, outputs=[out])

@@ -6,7 +6,6 @@ files, no model folders (those are core.quant.pipeline and core.models.loading).
 from __future__ import annotations
 
 import contextlib
-import math
 import sys
 
 LAYOUT_ARCH = 80  # layout of quant_weight on disk; weight_quantize gives the same bytes for 80, 86, 89, 90

@@ -43,6 +43,7 @@ import time
 from pathlib import Path
 
 from core import workspace
+from core.jobs import report_progress
 from core.data import templates
 from core.models import evaluate, loading
 from core.models.loading import load_quantized
@@ -202,11 +203,14 @@ def quantize(model_dir, preset, out_dir, data=None, calib_steps: int | None = No
     records = list(datasets.iter_records(calib_file, "paddlenlp"))
     log(f"quantizing {model_dir} with {preset['name']} ({algo}, {method}); calibration {calib_file}")
 
+    report_progress(0.05, "loading the model")
     model, tok, tpl = loading.load(model_dir)
+    report_progress(0.1, "evaluating before quantization")
     before = _eval((model, tok, tpl), dev, eval_limit, eval_max_new_tokens)
     t_eval = time.perf_counter() - t0
     if before:
         log(f"before: ppl {before['perplexity']:.4f} em {before['exact_match']:.3f}")
+    report_progress(0.35, "calibrating")
     batches, n_calib = _calib_batches(tok, tpl, records, steps, bsz, 256, 512)
     names = target_linears(model)
     if not names:
@@ -246,6 +250,7 @@ def quantize(model_dir, preset, out_dir, data=None, calib_steps: int | None = No
             tensors_q[n] = {"quant_weight": pack(codes, bits), "quant_scale": scale.astype(np.float16)}
             layer_rows.append((n, originals[n], dequant(codes, scale, group), None))
     t_quant = time.perf_counter() - t1
+    report_progress(0.6, f"quantized {len(names)} linear layers")
 
     # per-layer reconstruction error on the calibration inputs of the unquantized model
     layer_report = []
@@ -310,6 +315,7 @@ def quantize(model_dir, preset, out_dir, data=None, calib_steps: int | None = No
         workspace.write_json_atomic(tmp / MODEL_MARKER,
                                     {"quantized_from": str(model_dir.resolve()), "preset": preset["name"], "algorithm": algo})
         # evaluate what is on disk, through the loader eval/chat/serve use
+        report_progress(0.7, "evaluating the quantized model")
         t2 = time.perf_counter()
         del model
         loaded = load_quantized(tmp, kernel=kernel)
@@ -327,6 +333,7 @@ def quantize(model_dir, preset, out_dir, data=None, calib_steps: int | None = No
             "calibration": {"data": str(calib_file), "records": n_calib, "steps": len(batches), "batch_size": bsz},
             "size": {"before_bytes": size_before, "after_bytes": size_after,
                      "ratio": round(size_after / max(size_before, 1), 4),
+                     "times_smaller": round(size_before / max(size_after, 1), 3),
                      "linear_before_bytes": lin_before, "linear_after_bytes": lin_after,
                      "linear_params": sum(originals[n].size for n in names)},
             "eval": {"data": str(dev) if dev else None, "limit": eval_limit, "before": before, "after": after,
@@ -360,6 +367,26 @@ def _table(sb, sa, before, after, secs):
 
 
 # ---------------------------------------------------------------- CLI
+
+
+def submit(model: str | Path, preset: str, name: str, data: str | None = None, calib_steps: int | None = None,
+           eval_limit: int = 32) -> str:
+    """Start a quantize job writing models/NAME; returns the job id (jobs.Refused when it cannot start)."""
+    from core import jobs
+
+    if not model or not Path(model, "config.json").is_file():
+        raise jobs.Refused("no_model", f"{model} is not a model folder (no config.json)", path=str(model))
+    if preset not in list_presets():
+        raise jobs.Refused("no_preset", f"unknown preset {preset!r} (one of {', '.join(list_presets())})", name=preset)
+    out = jobs.check_output(name, workspace.models_dir())
+    args = ["quantize", "--model", str(model), "--preset", preset, "--out", str(out), "--json",
+            "--eval-limit", str(int(eval_limit))]
+    if data:
+        args += ["--data", str(data)]
+    if calib_steps:
+        args += ["--calib-steps", str(int(calib_steps))]
+    return jobs.submit("quantize", args, title=out.name,
+                       params={"model": str(model), "preset": preset, "out": str(out)}, outputs=[out])
 
 
 def cli_main(argv: list[str]) -> int:

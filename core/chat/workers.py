@@ -1,0 +1,81 @@
+"""Chat workers as jobs: one `paddle-studio serve` job per loaded model, found again by its key.
+
+A key is "model:DIR" or "adapter:DIR". The worker's ready file lives in its job directory, so
+listing the running serve jobs is the registry: a page reload, a studio restart or the Jobs view
+all see the same workers, and Stop in the Jobs view unloads a model as Unload does.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+from core import jobs
+from core.chat import server
+
+_lock = threading.Lock()
+
+
+def _job_for(key: str) -> dict | None:
+    for j in jobs.list_jobs("serve"):
+        if j.get("params", {}).get("key") == key and j["status"].get("state") in jobs.ACTIVE:
+            return j
+    return None
+
+
+def worker_for(key: str | None) -> server.Worker | None:
+    """The live worker serving ``key``, if any."""
+    if not key:
+        return None
+    j = _job_for(key)
+    if j is None:
+        return None
+    d = jobs.jobs_dir() / j["job_id"]
+    return server.attach_worker(str(d / "ready.json"), str(d / "log.txt"))
+
+
+def load(key: str, timeout: float = 300) -> server.Worker:
+    """Start (or find) the worker for ``key`` and wait until it listens."""
+    with _lock:
+        w = worker_for(key)
+        if w is not None:
+            return w
+        kind, _, path = key.partition(":")
+        if kind not in ("model", "adapter") or not path:
+            raise ValueError(f"bad model key {key!r} (model:DIR or adapter:DIR)")
+        name = Path(path).parent.name if Path(path).name == "output" else Path(path).name
+        args = ["serve", "--host", "127.0.0.1", "--port", "0", "--ready-file", "{job}/ready.json", "--name", name,
+                "--adapter" if kind == "adapter" else "--model", path]
+        job_id = jobs.submit("serve", args, title=name, params={"key": key, "name": name})
+    d = jobs.jobs_dir() / job_id
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if (d / "ready.json").is_file():
+            info = json.loads((d / "ready.json").read_text(encoding="utf-8"))
+            return server.Worker(pid=info["pid"], port=info["port"], url=info["url"], log_path=str(d / "log.txt"),
+                                 ready_file=str(d / "ready.json"), name=info.get("name"))
+        st = jobs.status(d)
+        if st.get("state") not in jobs.ACTIVE:
+            raise server.ServeError(f"the serve worker ended ({st.get('reason') or st.get('state')}):\n"
+                                    f"{jobs.read_log(d, 3000)}")
+        time.sleep(0.1)
+    jobs.stop(job_id)
+    raise server.ServeError(f"the serve worker was not ready within {timeout:.0f} s:\n{jobs.read_log(d, 3000)}")
+
+
+def unload(key: str) -> bool:
+    """Stop the worker for ``key``; False when none was running."""
+    with _lock:
+        j = _job_for(key)
+        if j is None:
+            return False
+        jobs.stop(j["job_id"])
+        return True
+
+
+def loaded() -> list[dict]:
+    """Keys and names of the running workers."""
+    return [{"key": j["params"].get("key"), "name": j["params"].get("name"), "job_id": j["job_id"]}
+            for j in jobs.list_jobs("serve") if j["status"].get("state") in jobs.ACTIVE]
