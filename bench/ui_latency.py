@@ -37,8 +37,9 @@ OBSERVER = """
   const record = () => {
     const curve = document.querySelector('#run-curve');
     if (!curve || !(curve.getAttribute('data-run') || '').endsWith('-' + name)) return;  // another run's curve
-    const p = document.querySelector("#run-curve path[data-series='loss']");
-    const n = p ? parseInt(p.getAttribute('data-points')) : 0;
+    const el = document.querySelector('#run-plot .js-plotly-plot');  // the Plotly figure as drawn
+    const tr = ((el && el.data) || []).find(t => t.name === 'loss');
+    const n = tr ? tr.x.length : 0;
     const last = window.__seen.length ? window.__seen[window.__seen.length - 1][0] : 0;
     if (n > last) window.__seen.push([n, Date.now() / 1000]);
   };

@@ -121,8 +121,9 @@ def stop(item_id: str) -> dict:
     return jobs.stop(item_id)
 
 
-def signature() -> tuple:
-    """Changes when anything a listing shows changes: a folder appears or goes, a status, a marker."""
+def signature(with_metrics: bool = False) -> tuple:
+    """Changes when anything a listing shows changes: a folder appears or goes, a status, a marker
+    (and, ``with_metrics``, a run's metrics: what an activity table with steps shows)."""
     sig = []
     for root in (workspace.datasets_dir(), workspace.models_dir(), workspace.runs_dir(), jobs.jobs_dir(), configs_dir()):
         try:
@@ -133,7 +134,7 @@ def signature() -> tuple:
         for d in entries:
             row = [d.name]
             for f in ("status.json", "progress.json", "meta.json", "config.json", workspace.MODEL_MARKER,
-                      f"output/{workspace.MODEL_MARKER}", "metrics.jsonl"):
+                      f"output/{workspace.MODEL_MARKER}", *(("metrics.jsonl",) if with_metrics else ())):
                 try:
                     s = (d / f).stat()
                     row.append((f, s.st_mtime_ns, s.st_size))

@@ -443,3 +443,11 @@ def init(seed: int = 1234, steps: int = PRETRAIN_STEPS, log=print) -> dict:
     out["created"] = created
     out["seconds"] = round(time.perf_counter() - t0, 1)
     return out
+
+
+def submit() -> str:
+    """Build (or finish building) the demo workspace as a job; returns the job id."""
+    from core import jobs
+
+    outs = [d for d, _ in _parts().values()]
+    return jobs.submit("demo", ["demo", "init", "--json"], title="demo workspace", outputs=outs)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from core import system, workspace
+from core import catalog, system, workspace
 from studio.locales import LANGS, t
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
@@ -33,6 +33,14 @@ class Ctx:
     on_load: list = field(default_factory=list)
     # the gr.Tabs holding every tab (a handler may switch tabs by returning gr.Tabs(selected=id))
     tabs: gr.Tabs | None = None
+    # workspace pickers: (fn, inputs, outputs) refreshed on page load, when their tab is selected
+    # and whenever the workspace changes (a dataset, run, model or job appears or finishes)
+    pickers: list = field(default_factory=list)
+
+    def picker(self, tab, fn, inputs, outputs):
+        """Register ``fn(*inputs) -> updates of outputs`` as the refresh of some workspace choices."""
+        self.pickers.append((fn, list(inputs), list(outputs)))
+        tab.select(fn, inputs=list(inputs), outputs=list(outputs), show_progress="hidden")
 
     def tr(self, component, key: str, attr: str = "label", fmt: str = "{}"):
         """Register ``component`` so its ``attr`` follows the language switch; returns it."""
@@ -66,6 +74,7 @@ def _header(lang: str) -> str:
 def build_app(lang: str = "en") -> gr.Blocks:
     from studio.tabs.chat import build_chat_tab
     from studio.tabs.dataset import build_dataset_tab
+    from studio.tabs.jobs import build_jobs_tab
     from studio.tabs.merge import build_merge_tab
     from studio.tabs.quantize import build_quantize_tab
     from studio.tabs.runs import build_runs_tab
@@ -86,6 +95,8 @@ def build_app(lang: str = "en") -> gr.Blocks:
             build_merge_tab(ctx)
             chat_model = build_chat_tab(ctx)
             build_quantize_tab(ctx, chat_model)
+            build_jobs_tab(ctx)
+        watch_pickers(ctx)
 
         comps = [c for c, _, _ in ctx.texts]
 
@@ -101,6 +112,37 @@ def build_app(lang: str = "en") -> gr.Blocks:
         for fn, inputs, outputs in ctx.on_load:
             demo.load(fn, inputs=inputs, outputs=outputs, show_progress="hidden")
     return demo
+
+
+WATCH_TICK = 1.0
+
+
+def watch_pickers(ctx: Ctx) -> None:
+    """One timer per page compares the workspace's signature and, when it changed, refreshes every
+    picker (so what one tab, the CLI or a finishing job creates is offered everywhere at once)."""
+    inputs, seen = [], set()
+    for _, ins, _ in ctx.pickers:
+        for c in ins:
+            if id(c) not in seen:
+                seen.add(id(c))
+                inputs.append(c)
+    outputs = [o for _, _, outs in ctx.pickers for o in outs]
+    sig = gr.State(None)
+    timer = gr.Timer(WATCH_TICK)
+
+    def refresh(old, *values, force=False):
+        new = catalog.signature()
+        if not force and new == old:
+            return [gr.skip()] * (1 + len(outputs))
+        by_id = {id(c): v for c, v in zip(inputs, values)}
+        out = [new]
+        for fn, ins, outs in ctx.pickers:
+            res = fn(*(by_id[id(c)] for c in ins))
+            out += list(res) if isinstance(res, (list, tuple)) else [res]
+        return out
+
+    timer.tick(refresh, inputs=[sig, *inputs], outputs=[sig, *outputs], show_progress="hidden", concurrency_limit=None)
+    ctx.on_load.append((lambda old, *v: refresh(old, *v, force=True), [sig, *inputs], [sig, *outputs]))
 
 
 def check_bind(host: str, auth: str | None) -> tuple[str, str] | None:

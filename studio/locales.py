@@ -218,8 +218,8 @@ TEXT: dict[str, dict[str, str]] = {
     "quant.chart_size": {"en": "Size", "zh": "大小"},
     "quant.chart_quality": {"en": "Quality on dev", "zh": "验证集质量"},
     "quant.done": {
-        "en": "Wrote <code>{out}</code> with preset <b>{preset}</b>: {ratio}× smaller, {s} s.",
-        "zh": "已用预设 <b>{preset}</b> 写出 <code>{out}</code>：缩小 {ratio} 倍，用时 {s} 秒。",
+        "en": "Wrote <code>{out}</code> with preset <b>{preset}</b>: weights {before} → {after}, {ratio}× smaller, in {s}.",
+        "zh": "已用预设 <b>{preset}</b> 写出 <code>{out}</code>：权重 {before} → {after}，缩小为原来的 1/{ratio}，用时 {s}。",
     },
     # config check codes (core.train.config.MESSAGES)
     "check.required": {"en": "{field} is required", "zh": "{field} 为必填项"},
@@ -372,3 +372,111 @@ FIELD_HELP_ZH = {
     "sharding": "分组切分阶段：空、stage1、stage2 或 stage3。",
     "sharding_parallel_degree": "分组切分并行度。",
 }
+
+
+# Plain-word names of every RunConfig field (the PaddleNLP key is shown under each one).
+FIELD_LABELS = {
+    "model_name_or_path": ("Base model", "基座模型"),
+    "tokenizer_name_or_path": ("Tokenizer", "分词器"),
+    "dataset_name_or_path": ("Dataset", "数据集"),
+    "src_length": ("Prompt length limit (tokens)", "输入长度上限（token）"),
+    "max_length": ("Total length limit (tokens)", "总长度上限（token）"),
+    "zero_padding": ("Pack examples (no padding)", "样本拼接（不补齐）"),
+    "greedy_zero_padding": ("Pack greedily by length", "按长度贪心拼接"),
+    "chat_template": ("Chat template file", "对话模板文件"),
+    "method": ("Training method", "训练方法"),
+    "lora_rank": ("LoRA rank", "LoRA 秩"),
+    "rslora": ("rsLoRA scaling", "rsLoRA 缩放"),
+    "lora_plus_scale": ("LoRA+ learning-rate ratio", "LoRA+ 学习率倍数"),
+    "pissa": ("PiSSA initialisation", "PiSSA 初始化"),
+    "num_prefix_tokens": ("Prefix tokens", "前缀 token 数"),
+    "vera_rank": ("VeRA rank", "VeRA 秩"),
+    "lokr_dim": ("LoKr dimension", "LoKr 维度"),
+    "neftune": ("NEFTune noise", "NEFTune 噪声"),
+    "neftune_noise_alpha": ("NEFTune noise scale", "NEFTune 噪声系数"),
+    "weight_quantize_algo": ("QLoRA base quantization", "QLoRA 基座量化"),
+    "per_device_train_batch_size": ("Batch size per process", "每进程批大小"),
+    "per_device_eval_batch_size": ("Eval batch size per process", "每进程评估批大小"),
+    "gradient_accumulation_steps": ("Gradient accumulation steps", "梯度累积步数"),
+    "learning_rate": ("Learning rate", "学习率"),
+    "num_train_epochs": ("Epochs", "训练轮数"),
+    "max_steps": ("Max steps (-1: by epochs)", "最大步数（-1：按轮数）"),
+    "warmup_steps": ("Warm-up steps", "预热步数"),
+    "lr_scheduler_type": ("Learning-rate schedule", "学习率调度"),
+    "logging_steps": ("Log every N steps", "每 N 步记录"),
+    "evaluation_strategy": ("When to evaluate", "评估时机"),
+    "eval_steps": ("Evaluate every N steps", "每 N 步评估"),
+    "save_strategy": ("When to save checkpoints", "保存时机"),
+    "save_steps": ("Save every N steps", "每 N 步保存"),
+    "save_total_limit": ("Checkpoints kept", "保留检查点数"),
+    "fp16": ("fp16 mixed precision", "fp16 混合精度"),
+    "bf16": ("bf16 mixed precision", "bf16 混合精度"),
+    "fp16_opt_level": ("Mixed-precision level", "混合精度级别"),
+    "recompute": ("Recompute activations", "重算激活"),
+    "use_flash_attention": ("FlashAttention", "FlashAttention"),
+    "flash_mask": ("FlashMask", "FlashMask"),
+    "seed": ("Random seed", "随机种子"),
+    "nproc": ("Processes on this machine", "本机进程数"),
+    "devices": ("GPU ids", "GPU 编号"),
+    "nnodes": ("Machines", "机器数"),
+    "master": ("Rank-0 address (host:port)", "0 号机器地址（host:port）"),
+    "rank": ("This machine's rank", "本机序号"),
+    "tensor_parallel_degree": ("Tensor parallel degree", "张量并行度"),
+    "pipeline_parallel_degree": ("Pipeline parallel degree", "流水线并行度"),
+    "sharding": ("Sharding stage", "分组切分阶段"),
+    "sharding_parallel_degree": ("Sharding degree", "分组切分并行度"),
+}
+
+
+def field_label(name: str, lang: str) -> str:
+    en, zh = FIELD_LABELS.get(name, (name, name))
+    return zh if lang == "zh" else en
+
+
+def refusal(err, lang: str) -> str:
+    """A core.jobs.Refused in the user's language (its English message when no text is kept for its code)."""
+    code = getattr(err, "code", None)
+    params = getattr(err, "params", {}) or {}
+    for key in (f"refused.{code}", f"problem.{code}"):
+        if key in TEXT:
+            return t(key, lang, **params)
+    return str(err)
+
+
+TEXT.update({
+    "refused.exists": {"en": "{path} already exists; choose another name", "zh": "{path} 已存在，请换一个名称"},
+    "refused.claimed": {"en": "{path} is being written by job {job}; wait for it or stop it in Jobs",
+                        "zh": "{path} 正由任务 {job} 写入；请等待它结束，或在“任务”页停止它"},
+    "jobs.tab": {"en": "Jobs", "zh": "任务"},
+    "jobs.list": {"en": "Every run and job, newest first", "zh": "所有训练与任务（最新在前）"},
+    "jobs.pick": {"en": "Show", "zh": "查看"},
+    "jobs.stop": {"en": "Stop", "zh": "停止"},
+    "jobs.log": {"en": "Log", "zh": "日志"},
+    "jobs.command": {"en": "Command", "zh": "命令"},
+    "jobs.result": {"en": "Result (JSON)", "zh": "结果（JSON）"},
+    "jobs.none": {"en": "Nothing has run in this workspace yet.", "zh": "此工作区还没有运行过任何任务。"},
+    "jobs.gone": {"en": "{id} is no longer in the workspace.", "zh": "{id} 已不在工作区中。"},
+    "jobs.col_id": {"en": "id", "zh": "编号"},
+    "jobs.col_kind": {"en": "kind", "zh": "类型"},
+    "jobs.col_state": {"en": "state", "zh": "状态"},
+    "jobs.col_progress": {"en": "progress", "zh": "进度"},
+    "jobs.col_created": {"en": "created", "zh": "创建时间"},
+    "jobs.kind_train": {"en": "training", "zh": "训练"},
+    "jobs.kind_merge": {"en": "merge", "zh": "合并"},
+    "jobs.kind_quantize": {"en": "quantize", "zh": "量化"},
+    "jobs.kind_eval": {"en": "evaluate", "zh": "评估"},
+    "jobs.kind_serve": {"en": "chat worker", "zh": "对话服务"},
+    "jobs.kind_demo": {"en": "demo build", "zh": "构建示例"},
+    "jobs.kind_data": {"en": "data", "zh": "数据"},
+    "jobs.build_demo": {"en": "Build the demo workspace", "zh": "构建示例工作区"},
+    "jobs.demo_started": {"en": "Building the demo workspace: job {id}", "zh": "正在构建示例工作区：任务 {id}"},
+    "merge.running": {"en": "Merging into `{out}`…", "zh": "正在合并到 `{out}`……"},
+    "merge.merge_job": {"en": "Merge job", "zh": "合并任务"},
+    "merge.eval_job": {"en": "Evaluation job", "zh": "评估任务"},
+    "merge.col_records": {"en": "records", "zh": "记录数"},
+    "merge.chart": {"en": "Scores on dev (higher is better)", "zh": "验证集得分（越高越好）"},
+    "merge.score": {"en": "score", "zh": "得分"},
+    "runs.speed": {"en": "Tokens/s and learning rate", "zh": "吞吐（token/秒）与学习率"},
+    "runs.log_scale": {"en": "Log scale", "zh": "对数坐标"},
+    "runs.curve_caption": {"en": "{n} loss points, {e} evaluations", "zh": "{n} 个 loss 点，{e} 次评估"},
+})

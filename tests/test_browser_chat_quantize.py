@@ -57,7 +57,7 @@ def test_chat_streams_from_a_serve_worker(home, tmp_path):
             page = browser.new_page(viewport={"width": 1280, "height": 1400})
             page.goto(s.url)
             page.get_by_role("tab", name="Chat", exact=True).click()
-            pick(page, "chat-model", "models/demo-base")
+            pick(page, "chat-model", "models/demo-base (base)")
             wait_text(page.locator("#chat-status"), "is not loaded", 20)
             page.locator("#chat-load").click()
             status = wait_text(page.locator("#chat-status"), "is served at", 120)
@@ -131,7 +131,7 @@ def test_quantize_from_the_tab_shows_the_report(home, tmp_path):
             page = browser.new_page(viewport={"width": 1280, "height": 1400})
             page.goto(s.url)
             page.get_by_role("tab", name="Quantize", exact=True).click()
-            pick(page, "quant-model", "models/demo-base")
+            pick(page, "quant-model", "models/demo-base (base)")
             pick(page, "quant-preset", "wint8")
             wait_text(page.locator("#quant-preset-desc"), "Weight-only INT8", 20)
             pick(page, "quant-data", "demo")  # the base model records no training data
@@ -141,12 +141,16 @@ def test_quantize_from_the_tab_shows_the_report(home, tmp_path):
             wait_text(page.locator("#quant-report"), "smaller", 240)
             table = " ".join(page.locator("#quant-report-table").inner_text().split())
             assert "weight_bytes" in table and "perplexity" in table
-            assert page.locator("#quant-report svg.studio-bars").count() == 2
+            page.locator("#quant-plot-size .js-plotly-plot").wait_for(timeout=20000)
+            page.locator("#quant-plot-quality .js-plotly-plot").wait_for(timeout=20000)
+            bars = page.evaluate("() => document.querySelector('#quant-plot-size .js-plotly-plot').data.map(t => t.text[0])")
+            assert all(b.endswith("MiB") for b in bars) and len(bars) == 2  # values written on the bars
             rep = json.loads((home / "models" / "demo-wint8" / "report.json").read_text())
             assert rep["size"]["after_bytes"] < rep["size"]["before_bytes"]
             ppl = rep["eval"]["before"]["perplexity"], rep["eval"]["after"]["perplexity"]
             assert abs(ppl[1] - ppl[0]) / ppl[0] < 0.01
-            assert f"{rep['size']['ratio']:.2f}" in page.locator("#quant-summary").inner_text()
+            times = rep["size"]["before_bytes"] / rep["size"]["after_bytes"]
+            assert times > 1 and f"{times:.3g}× smaller" in page.locator("#quant-summary").inner_text()
             # the result opens in the Chat tab, picked and ready to load
             page.locator("#quant-open-chat").click()
             wait_text(page.locator("#chat-status"), "demo-wint8", 20)

@@ -66,7 +66,8 @@ def test_upload_broken_then_good_import_and_list(studio, tmp_path, demo_home):
 
         page.get_by_role("button", name="Compute token lengths", exact=True).click()
         page.locator("#token-summary").wait_for(timeout=60000)
-        assert page.locator("#token-hists svg").count() == 2
+        page.locator("#token-hist-total .js-plotly-plot").wait_for(timeout=20000)
+        assert page.locator("#token-hists .js-plotly-plot").count() == 2
 
         name = page.locator("#dataset-name textarea")
         assert name.input_value() == "my_chat"

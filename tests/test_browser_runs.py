@@ -37,11 +37,18 @@ def set_number(page, elem_id: str, value) -> None:
     box.press("Tab")
 
 
-def loss_points(page, series: str = "loss") -> int:
+def plotted(page, elem: str = "run-plot") -> dict:
+    """{trace name: number of points} of the Plotly figure as rendered in the page."""
     return page.evaluate(
-        f"""() => {{ const p = document.querySelector("#run-curve path[data-series='{series}']");
-                    return p ? parseInt(p.getAttribute('data-points')) : 0; }}"""
+        f"""() => {{ const el = document.querySelector("#{elem} .js-plotly-plot");
+                    const out = {{}};
+                    for (const tr of (el && el.data) || []) out[tr.name] = (tr.x || []).length;
+                    return out; }}"""
     )
+
+
+def loss_points(page, series: str = "loss") -> int:
+    return plotted(page).get(series, 0)
 
 
 def wait_until(pred, timeout: float, step: float = 0.2):
@@ -151,7 +158,7 @@ def test_studio_restart_reattaches_then_stop_and_compare(home, tmp_path):
             # compare with the short run: two loss curves and the config difference
             pick(page, "runs-compare", short)
             wait_text(page.locator("#run-diff"), "max_steps 2000 6", 20)
-            assert page.locator("#run-curve path[data-series$='loss']").count() >= 2
+            wait_until(lambda: sum(1 for k, v in plotted(page).items() if k.endswith(": loss") and v) >= 2, 20)
             # Stop from the page: every process of the run is gone within 10 s
             t0 = time.time()
             page.locator("#run-stop").click()

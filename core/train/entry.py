@@ -274,7 +274,7 @@ def main(argv: list[str]) -> int:
     template = templates.load_template(tokenizer, tok_dir, data_args.chat_template)
     studio = json.loads((run_dir / "studio.json").read_text(encoding="utf-8")) if (run_dir / "studio.json").is_file() else {}
     # continued pretraining is not a PaddleNLP flag: the run's studio.json says so
-    pretrain = studio.get("config", {}).get("method", {}).get("method") == "pretrain"
+    pretrain = (studio.get("method") or studio.get("config", {}).get("method", {}).get("method")) == "pretrain"
     train_recs = load_split(data_args.dataset_name_or_path, "train")
     dev_recs = load_split(data_args.dataset_name_or_path, "dev") if training_args.do_eval else []
     train_ds = build_dataset(tokenizer, template, train_recs, data_args, mask_prompt=not pretrain)

@@ -110,7 +110,8 @@ def create(cfg: RunConfig) -> str:
     info = system.info()
     workspace.write_json_atomic(
         d / "studio.json",
-        {"run_id": run_id, "name": cfg.name, "config": cfg.to_dict(), "parallel": parallel,
+        # config.json is the one training config; studio.json only adds what its keys cannot say
+        {"run_id": run_id, "name": cfg.name, "method": cfg.method.method, "parallel": parallel,
          "device_key": device_key(parallel), "command": argv, "created": _now(),
          "versions": {k: info[k] for k in ("paddle", "paddlenlp", "gradio")}, "device": info["device"],
          "history": []},
@@ -358,7 +359,7 @@ def list_runs() -> list[dict]:
         meta = read_json(d / "studio.json", {}) or {}
         records, _ = read_metrics(d)
         out.append({"run_id": d.name, "name": meta.get("name"), "created": meta.get("created"),
-                    "method": meta.get("config", {}).get("method", {}).get("method"),
+                    "method": meta.get("method") or meta.get("config", {}).get("method", {}).get("method"),
                     "status": status(d), "progress": progress(records)})
     return out
 

@@ -1,8 +1,8 @@
 """Chat tab: a client of `paddle-studio serve` workers (the studio never holds model weights).
 
-Load starts a serve worker subprocess for the picked model (workspace models, merged and
-quantized models, run outputs and adapters); Unload stops it. Workers are recorded in
-``$PADDLE_STUDIO_HOME/serve/chat-workers.json`` so a studio restart finds them again. Answers
+Load starts a serve worker job for the picked model (workspace models, merged and quantized
+models, run outputs and adapters); Unload stops it. Workers are jobs (core.chat.workers), so a
+reload, a studio restart and the Jobs tab all see the same ones. Answers
 stream token by token over HTTP; Stop closes the stream, which makes the worker stop
 generating. Compare sends one prompt to two models side by side.
 """
@@ -14,13 +14,12 @@ import queue
 import shlex
 import threading
 import time
-from pathlib import Path
 
 import gradio as gr
 
-from core import workspace
-from core.models import loading
+from core import catalog
 from core.chat import server as serve
+from core.chat.workers import load, unload, worker_for
 from studio.locales import t
 
 UPDATE_S = 0.1  # the most often a streaming answer is sent to the page
@@ -34,68 +33,8 @@ _streams: dict[str, list] = {}  # browser session -> streams being read (Stop cl
 
 def model_choices() -> list[tuple[str, str]]:
     """(label, key) for every model a worker can serve; key is "model:DIR" or "adapter:DIR"."""
-    out = []
-    home = workspace.home()
-    root = workspace.models_dir()
-    if root.is_dir():
-        for d in sorted(root.iterdir()):
-            if d.is_dir() and not d.name.startswith(".") and (d / "config.json").is_file():
-                tag = " (quantized)" if (d / "studio_quant.json").is_file() else ""
-                out.append((f"models/{d.name}{tag}", f"model:{d}"))
-    rroot = workspace.runs_dir()
-    if rroot.is_dir():
-        for d in sorted(rroot.glob("*/output"), reverse=True):
-            if not (d / "studio_model.json").is_file():
-                continue
-            kind = loading.adapter_kind(d)
-            rel = str(d.relative_to(home))
-            out.append((f"{rel} ({kind})" if kind else rel, f"adapter:{d}" if kind else f"model:{d}"))
-    return out
-
-
-def _registry_path() -> Path:
-    return workspace.home() / "serve" / "chat-workers.json"
-
-
-def _registry() -> dict:
-    try:
-        return json.loads(_registry_path().read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return {}
-
-
-def worker_for(key: str | None) -> serve.Worker | None:
-    """The live worker serving ``key``, if any (found through its ready file)."""
-    if not key:
-        return None
-    entry = _registry().get(key)
-    return serve.attach_worker(entry["ready_file"], entry.get("log_path")) if entry else None
-
-
-def load(key: str) -> serve.Worker:
-    with _lock:
-        w = worker_for(key)
-        if w is not None:
-            return w
-        kind, _, path = key.partition(":")
-        name = Path(path).parent.name if Path(path).name == "output" else Path(path).name
-        w = serve.start_worker(None if kind == "adapter" else path, path if kind == "adapter" else None, name=name)
-        reg = _registry()
-        reg[key] = {"ready_file": w.ready_file, "log_path": w.log_path, "pid": w.pid}
-        workspace.write_json_atomic(_registry_path(), reg)
-        return w
-
-
-def unload(key: str) -> bool:
-    with _lock:
-        w = worker_for(key)
-        reg = _registry()
-        reg.pop(key, None)
-        workspace.write_json_atomic(_registry_path(), reg)
-        if w is None:
-            return False
-        serve.stop_worker(w)
-        return True
+    return [(m["label"], f"adapter:{m['path']}" if m["kind"] == "adapter" else f"model:{m['path']}")
+            for m in catalog.models()]
 
 
 # ---------------------------------------------------------------- requests
@@ -219,13 +158,12 @@ def stop_session(session: str) -> int:
 
 def build_chat_tab(ctx):
     tr = ctx.tr
-    with tr(gr.Tab(ctx.text("chat.tab"), id="chat", elem_id="tab-chat"), "chat.tab"):
+    with tr(gr.Tab(ctx.text("chat.tab"), id="chat", elem_id="tab-chat"), "chat.tab") as tab:
         with gr.Row():
             choices = model_choices()
             model_a = tr(gr.Dropdown(choices, value=None, label=ctx.text("chat.model"), elem_id="chat-model"), "chat.model")
             model_b = tr(gr.Dropdown([("—", ""), *choices], value="", label=ctx.text("chat.compare"),
                                      elem_id="chat-compare"), "chat.compare")
-            refresh = tr(gr.Button(ctx.text("dataset.refresh"), size="sm"), "dataset.refresh", "value")
         with gr.Row():
             load_btn = tr(gr.Button(ctx.text("chat.load"), variant="primary", elem_id="chat-load"), "chat.load", "value")
             unload_btn = tr(gr.Button(ctx.text("chat.unload"), elem_id="chat-unload"), "chat.unload", "value")
@@ -333,7 +271,6 @@ def build_chat_tab(ctx):
         c = model_choices()
         return gr.update(choices=c), gr.update(choices=[("—", ""), *c])
 
-    refresh.click(lists, outputs=[model_a, model_b])
-    ctx.on_load.append((lists, [], [model_a, model_b]))
+    ctx.picker(tab, lists, [], [model_a, model_b])
     ctx.relocalize.append((describe, [model_a, model_b, lang], [status]))
     return model_a

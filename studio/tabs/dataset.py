@@ -14,7 +14,7 @@ import gradio as gr
 
 from core import workspace
 from core.data import datasets
-from studio.charts import histogram_svg, html_table
+from studio.charts import histogram_figure, html_table
 from studio.locales import problem, t
 
 FORMAT_CHOICES = ["auto", *datasets.FORMATS]
@@ -172,12 +172,15 @@ def token_html(stats: dict | None, lang: str) -> str:
     )
     # markdown-style bold is not rendered inside HTML: use <b>
     summary = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", summary)
-    return (
-        f"<div class='studio-hists' id='token-hists'>"
-        f"{histogram_svg(t('dataset.hist_src', lang), s, stats['src_length'], 'src_length')}"
-        f"{histogram_svg(t('dataset.hist_total', lang), tot, stats['max_length'], 'max_length')}"
-        f"</div><p id='token-summary'>{summary}</p>"
-    )
+    return f"<p id='token-summary'>{summary}</p>"
+
+
+def token_figures(stats: dict | None, lang: str) -> tuple:
+    """Histograms of src and src+tgt token counts with the length limits marked (None, None: no stats)."""
+    if not stats:
+        return None, None
+    return (histogram_figure(stats["src"], t("dataset.hist_src", lang), stats["src_length"], "src_length"),
+            histogram_figure(stats["total"], t("dataset.hist_total", lang), stats["max_length"], "max_length"))
 
 
 # ---------------------------------------------------------------- handlers
@@ -211,26 +214,28 @@ def run_validation(source: str | None, fmt: str, name: str, lang: str, suggest: 
 def relocalize_validation(rep: dict | None, records: list, index: int, stats: dict | None, lang: str):
     """Re-render the last results in the new language without recomputing them."""
     if rep is None:
-        return t("dataset.none_selected", lang), problems_frame(None, lang), [], token_html(stats, lang), datasets_frame(lang)
+        return (t("dataset.none_selected", lang), problems_frame(None, lang), [], token_html(stats, lang),
+                *token_figures(stats, lang), datasets_frame(lang))
     return (
         summary_markdown(rep, lang),
         problems_frame(rep, lang),
         conversation(records, index, lang),
         token_html(stats, lang),
+        *token_figures(stats, lang),
         datasets_frame(lang),
     )
 
 
 def run_token_stats(source, fmt, tokenizer, src_length, max_length, lang):
     if not source:
-        return None, t("dataset.none_selected", lang)
+        return None, t("dataset.none_selected", lang), None, None
     if not tokenizer:
-        return None, t("dataset.no_tokenizer", lang)
+        return None, t("dataset.no_tokenizer", lang), None, None
     try:
         stats = datasets.token_stats(source, tokenizer, int(src_length), int(max_length), fmt=fmt or "auto")
     except Exception as e:  # noqa: BLE001
-        return None, _error_text(e, lang)
-    return stats, token_html(stats, lang)
+        return None, _error_text(e, lang), None, None
+    return stats, token_html(stats, lang), *token_figures(stats, lang)
 
 
 def run_import(source, fmt, name, dev_ratio, skip_bad, lang):
@@ -257,7 +262,7 @@ def run_import(source, fmt, name, dev_ratio, skip_bad, lang):
 def build_dataset_tab(ctx) -> DatasetTab:
     lang0 = ctx.initial_lang
     tr = ctx.tr
-    with ctx.tr(gr.Tab(ctx.text("dataset.tab"), id="dataset", elem_id="tab-dataset"), "dataset.tab"):
+    with ctx.tr(gr.Tab(ctx.text("dataset.tab"), id="dataset", elem_id="tab-dataset"), "dataset.tab") as tab:
         source = gr.State(None)
         report = gr.State(None)
         records = gr.State([])
@@ -275,7 +280,6 @@ def build_dataset_tab(ctx) -> DatasetTab:
                 )
                 with gr.Row():
                     fmt = tr(gr.Dropdown(FORMAT_CHOICES, value="auto", label=ctx.text("dataset.format")), "dataset.format")
-                    refresh = tr(gr.Button(ctx.text("dataset.refresh"), size="sm"), "dataset.refresh", "value")
                     validate_btn = tr(gr.Button(ctx.text("dataset.validate"), variant="primary"), "dataset.validate", "value")
         ctx.heading("dataset.result")
         summary = gr.Markdown(ctx.text("dataset.none_selected"), elem_id="dataset-summary")
@@ -297,6 +301,9 @@ def build_dataset_tab(ctx) -> DatasetTab:
             max_length = tr(gr.Number(2048, precision=0, minimum=2, label=ctx.text("dataset.max_length")), "dataset.max_length")
             tokens_btn = tr(gr.Button(ctx.text("dataset.compute_tokens")), "dataset.compute_tokens", "value")
         tokens_out = gr.HTML(elem_id="dataset-tokens")
+        with gr.Row(elem_id="token-hists"):
+            hist_src = gr.Plot(elem_id="token-hist-src", show_label=False)
+            hist_total = gr.Plot(elem_id="token-hist-total", show_label=False)
         ctx.heading("dataset.import")
         with gr.Row():
             name = tr(gr.Textbox(label=ctx.text("dataset.name"), elem_id="dataset-name"), "dataset.name")
@@ -324,15 +331,16 @@ def build_dataset_tab(ctx) -> DatasetTab:
     def refresh_lists(lg):
         return gr.update(choices=workspace_files()), gr.update(choices=tokenizer_choices()), datasets_frame(lg)
 
-    refresh.click(refresh_lists, inputs=lang, outputs=[picker, tokenizer, table])
-    ctx.on_load.append((refresh_lists, [lang], [picker, tokenizer, table]))
+    ctx.picker(tab, refresh_lists, [lang], [picker, tokenizer, table])
     record.change(conversation, inputs=[records, record, lang], outputs=chat)
     tokens_btn.click(
-        run_token_stats, inputs=[source, fmt, tokenizer, src_length, max_length, lang], outputs=[stats, tokens_out]
+        run_token_stats, inputs=[source, fmt, tokenizer, src_length, max_length, lang],
+        outputs=[stats, tokens_out, hist_src, hist_total]
     )
     import_btn.click(run_import, inputs=[source, fmt, name, dev_ratio, skip_bad, lang], outputs=[import_msg, table, picker])
     ctx.relocalize.append(
-        (relocalize_validation, [report, records, record, stats, lang], [summary, problems_df, chat, tokens_out, table])
+        (relocalize_validation, [report, records, record, stats, lang],
+         [summary, problems_df, chat, tokens_out, hist_src, hist_total, table])
     )
     return DatasetTab(
         upload, picker, fmt, validate_btn, summary, problems_df, record, chat, tokenizer, tokens_out,

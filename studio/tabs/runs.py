@@ -14,9 +14,8 @@ from html import escape
 
 import gradio as gr
 
-from core import workspace
 from core.train import runs
-from studio.charts import html_table, line_chart_svg
+from studio.charts import html_table, line_figure, num
 from studio.locales import t
 
 TICK = 0.25
@@ -30,12 +29,10 @@ def runs_table(lang: str) -> str:
         p = r["progress"]
         rows.append([
             r["run_id"], t(f"state.{r['status'].get('state', 'queued')}", lang), r.get("method") or "",
-            f"{p['step']}/{p['max_steps']}",
-            "" if p["loss"] is None else f"{p['loss']:.4f}",
-            "" if p["eval_loss"] is None else f"{p['eval_loss']:.4f}",
-            r.get("created", ""),
+            f"{p['step']}/{p['max_steps']}", num(p["loss"]), num(p["eval_loss"]),
+            (r.get("created") or "").replace("T", " ").replace("+00:00", " UTC"),
         ])
-    return html_table([t(f"runs.col_{c}", lang) for c in cols], rows, empty=t("runs.none", lang))
+    return html_table([t(f"runs.col_{c}", lang) for c in cols], rows, empty=t("runs.none", lang), elem_id="runs-table")
 
 
 def list_signature() -> tuple:
@@ -51,19 +48,35 @@ def list_signature() -> tuple:
     return tuple(sig)
 
 
+def table_and_signature(lang: str) -> tuple[str, tuple]:
+    """The table with the signature taken *before* it is read: a change in between shows up on the next tick
+    (read after, a status written in between would leave the table stale for good)."""
+    sig = list_signature()
+    return runs_table(lang), sig
+
+
 def run_ids() -> list[str]:
     return [d.name for d in runs._run_dirs()]
 
 
-def curve_html(series: dict[str, list[dict]], title: str, run_id: str = "") -> str:
-    """loss and eval_loss per run as lines (one series per run and metric)."""
-    lines = {}
+def curve_figures(series: dict[str, list[dict]], lang: str, log_y: bool):
+    """(loss and eval-loss figure, tokens/s and learning-rate figure) — one line per run and metric."""
+    loss, speed = {}, {}
     for prefix, records in series.items():
         for key in ("loss", "eval_loss"):
-            pts = [(r["step"], r[key]) for r in records if r.get(key) is not None]
-            if pts:
-                lines[f"{prefix}{key}"] = pts
-    return f"<div id='run-curve' data-run='{escape(run_id)}'>{line_chart_svg(lines, title)}</div>"
+            loss[f"{prefix}{key}"] = [(r["step"], r[key]) for r in records if r.get(key) is not None]
+        speed[f"{prefix}tokens/s"] = [(r["step"], r["tokens_per_sec"]) for r in records if r.get("tokens_per_sec")]
+        speed[f"{prefix}lr ×1e4"] = [(r["step"], r["lr"] * 1e4) for r in records if r.get("lr") is not None]
+    return (line_figure(loss, t("runs.curve", lang), "step", "loss", log_y=log_y),
+            line_figure(speed, t("runs.speed", lang), "step", ""))
+
+
+def curve_caption(run_id: str, records: list[dict], lang: str) -> str:
+    """What the curve shows, in words, carrying the counts as data attributes (tests and benches read them)."""
+    n = sum(1 for r in records if r.get("loss") is not None)
+    ne = sum(1 for r in records if r.get("eval_loss") is not None)
+    return (f"<div id='run-curve' data-run='{escape(run_id)}' data-points='{n}' data-eval-points='{ne}'>"
+            f"{escape(t('runs.curve_caption', lang, n=n, e=ne))}</div>")
 
 
 def progress_html(st: dict, p: dict, lang: str) -> str:
@@ -85,9 +98,9 @@ def status_markdown(run_id: str, st: dict, p: dict, lang: str) -> str:
     state = st.get("state", "queued")
     parts = [f"**{run_id}** — <span id='run-state'>{t(f'state.{state}', lang)}</span>"]
     if p.get("loss") is not None:
-        parts.append(t("runs.last_loss", lang, loss=f"{p['loss']:.4f}"))
+        parts.append(t("runs.last_loss", lang, loss=num(p['loss'])))
     if p.get("eval_loss") is not None:
-        parts.append(t("runs.last_eval", lang, loss=f"{p['eval_loss']:.4f}"))
+        parts.append(t("runs.last_eval", lang, loss=num(p['eval_loss'])))
     if st.get("reason") and state != "succeeded":
         parts.append(t("runs.reason", lang, reason=st["reason"]))
     if st.get("exit_code") is not None:
@@ -119,7 +132,8 @@ def _signature(d) -> list:
     return sig
 
 
-def snapshot(run_id: str | None, compare: str | None, view: dict | None, lang: str, force: bool = False):
+def snapshot(run_id: str | None, compare: str | None, view: dict | None, lang: str, force: bool = False,
+             log_y: bool = False):
     """Outputs for the selected run(s), or None when nothing changed since ``view``."""
     if not run_id:
         return None
@@ -128,8 +142,9 @@ def snapshot(run_id: str | None, compare: str | None, view: dict | None, lang: s
     except (FileNotFoundError, ValueError):
         return None
     view = dict(view or {})
-    if view.get("run") != run_id or view.get("compare") != compare or view.get("lang") != lang:
-        view = {"run": run_id, "compare": compare, "lang": lang, "offset": 0, "records": [], "coffset": 0, "crecords": []}
+    if (view.get("run"), view.get("compare"), view.get("lang"), view.get("log_y")) != (run_id, compare, lang, log_y):
+        view = {"run": run_id, "compare": compare, "lang": lang, "log_y": log_y, "offset": 0, "records": [],
+                "coffset": 0, "crecords": []}
         force = True
     new, view["offset"] = runs.read_metrics(d, view["offset"])
     view["records"] = view["records"] + new
@@ -151,11 +166,15 @@ def snapshot(run_id: str | None, compare: str | None, view: dict | None, lang: s
     if compare:
         series[f"{compare}: "] = view["crecords"]
     active = st.get("state") in runs.ACTIVE
+    redraw = force or new or cnew  # figures are sent only when there are new points
+    loss_fig, speed_fig = curve_figures(series, lang, log_y) if redraw else (gr.skip(), gr.skip())
     return {
         "view": view,
         "status": status_markdown(run_id, st, p, lang),
         "progress": progress_html(st, p, lang),
-        "plot": curve_html(series, t("runs.curve", lang), run_id),
+        "caption": curve_caption(run_id, view["records"], lang) if redraw else gr.skip(),
+        "plot": loss_fig,
+        "speed": speed_fig,
         "log": runs.tail_log(d),
         "config": json.dumps(runs.read_json(d / "config.json", {}), indent=2, ensure_ascii=False),
         "command": (d / "command.txt").read_text(encoding="utf-8") if (d / "command.txt").is_file() else "",
@@ -166,7 +185,8 @@ def snapshot(run_id: str | None, compare: str | None, view: dict | None, lang: s
     }
 
 
-OUT_KEYS = ["view", "status", "progress", "plot", "log", "config", "command", "diff", "stop", "resume", "cont"]
+OUT_KEYS = ["view", "status", "progress", "caption", "plot", "speed", "log", "config", "command", "diff", "stop", "resume",
+            "cont"]
 
 
 def build_runs_tab(ctx, started):
@@ -193,7 +213,13 @@ def build_runs_tab(ctx, started):
             cont_btn = tr(gr.Button(ctx.text("runs.continue"), interactive=False, elem_id="run-continue"),
                           "runs.continue", "value")
         action_msg = gr.Markdown(elem_id="run-action-msg")
-        plot = gr.HTML(curve_html({}, ctx.text("runs.curve")), elem_id="run-curve-box")
+        with gr.Row():
+            caption = gr.HTML(elem_id="run-curve-box")
+            log_y = tr(gr.Checkbox(False, label=ctx.text("runs.log_scale"), elem_id="run-log-scale", scale=0, min_width=160),
+                       "runs.log_scale")
+        with gr.Row():
+            plot = gr.Plot(elem_id="run-plot", show_label=False)
+            speed = gr.Plot(elem_id="run-speed", show_label=False)
         log = tr(gr.Textbox(lines=14, max_lines=14, label=ctx.text("runs.log"), autoscroll=True, elem_id="run-log",
                             interactive=False), "runs.log")
         with tr(gr.Accordion(ctx.text("runs.config"), open=False), "runs.config"):
@@ -206,24 +232,24 @@ def build_runs_tab(ctx, started):
         list_timer = gr.Timer(LIST_TICK)
 
     lang = ctx.lang
-    outs = [view, status_md, progress, plot, log, cfg_json, command, diff, stop_btn, resume_btn, cont_btn]
+    outs = [view, status_md, progress, caption, plot, speed, log, cfg_json, command, diff, stop_btn, resume_btn, cont_btn]
 
-    def render(run_id, cmp, v, lg, force=False):
-        snap = snapshot(run_id, cmp or None, v, lg, force)
+    def render(run_id, cmp, v, lg, ly, force=False):
+        snap = snapshot(run_id, cmp or None, v, lg, force, bool(ly))
         if snap is None:
             return [gr.skip()] * len(outs)
         return [snap[k] for k in OUT_KEYS]
 
-    def tick(run_id, cmp, v, lg):
-        return render(run_id, cmp, v, lg)
+    def tick(run_id, cmp, v, lg, ly):
+        return render(run_id, cmp, v, lg, ly)
 
-    def select(run_id, cmp, lg):
-        return render(run_id, cmp, None, lg, force=True)
+    def select(run_id, cmp, lg, ly):
+        return render(run_id, cmp, None, lg, ly, force=True)
 
     def lists(lg, current, cmp):
         ids = run_ids()
         value = current if current in ids else (ids[0] if ids else None)
-        return (runs_table(lg), list_signature(), gr.update(choices=ids, value=value),
+        return (*table_and_signature(lg), gr.update(choices=ids, value=value),
                 gr.update(choices=["", *ids], value=cmp if cmp in ids else ""))
 
     def list_tick(lg, sig, current, cmp):
@@ -242,7 +268,8 @@ def build_runs_tab(ctx, started):
         ids = run_ids()
         if run_id not in ids:
             return gr.skip(), gr.skip(), gr.skip()
-        return gr.update(choices=ids, value=run_id), runs_table(lg), list_signature()
+        table_html, sig = table_and_signature(lg)
+        return gr.update(choices=ids, value=run_id), table_html, sig
 
     def act(action, run_id, amount, lg):
         if not run_id:
@@ -258,17 +285,17 @@ def build_runs_tab(ctx, started):
             return t("error.prefix", lg) + str(e)
         return t("runs.action_done", lg, run=run_id, state=t(f"state.{st.get('state')}", lg))
 
-    timer.tick(tick, inputs=[pick, compare, view, lang], outputs=outs, show_progress="hidden",
+    timer.tick(tick, inputs=[pick, compare, view, lang, log_y], outputs=outs, show_progress="hidden",
                concurrency_limit=None)
     list_timer.tick(list_tick, inputs=[lang, list_sig, pick, compare], outputs=[table, list_sig, pick, compare],
                     show_progress="hidden", concurrency_limit=None)
-    pick.change(select, inputs=[pick, compare, lang], outputs=outs, show_progress="hidden")
-    compare.change(select, inputs=[pick, compare, lang], outputs=outs, show_progress="hidden")
+    for c in (pick, compare, log_y):
+        c.change(select, inputs=[pick, compare, lang, log_y], outputs=outs, show_progress="hidden")
     refresh.click(lists, inputs=[lang, pick, compare], outputs=[table, list_sig, pick, compare])
     started.change(follow_started, inputs=[started, lang], outputs=[pick, table, list_sig], show_progress="hidden")
     for btn, action in ((stop_btn, "stop"), (resume_btn, "resume"), (cont_btn, "continue")):
         btn.click(lambda r, m, lg, a=action: act(a, r, m, lg), inputs=[pick, more, lang], outputs=action_msg)
     # after a page load list_sig is None, so the list timer's first tick fills the list and pickers
-    ctx.relocalize.append((select, [pick, compare, lang], outs))
+    ctx.relocalize.append((select, [pick, compare, lang, log_y], outs))
     ctx.relocalize.append((lambda lg: runs_table(lg), [lang], [table]))
     return pick

@@ -15,12 +15,10 @@ from pathlib import Path
 
 import gradio as gr
 
-from core import workspace
-from core.train import config
-from core.data import datasets
-from core.train import runs
+from core import catalog, workspace
+from core.train import config, runs
 from core.train.config import RunConfig
-from studio.locales import FIELD_HELP_ZH, t
+from studio.locales import FIELD_HELP_ZH, field_label, t
 
 # fields shown open; every other field goes in the section's folded "advanced" group
 MAIN_FIELDS = {
@@ -37,50 +35,48 @@ SECTION_CLASSES = {
 
 
 def configs_dir() -> Path:
-    return workspace.home() / "configs"
+    return catalog.configs_dir()
 
 
-def model_choices() -> list[str]:
-    root = workspace.models_dir()
-    out = []
-    if root.is_dir():
-        out += [str(d) for d in sorted(root.iterdir()) if (d / "config.json").is_file() and not d.name.startswith(".")]
-    return out
+def model_choices() -> list[tuple[str, str]]:
+    """Models a run can start from: base, merged and fully fine-tuned ones (not adapters or quantized)."""
+    return [(m["label"], m["path"]) for m in catalog.models(["base", "merged", "trained"])]
 
 
-def dataset_choices() -> list[str]:
-    return [m["path"] for m in datasets.list_datasets()]
+def dataset_choices() -> list[tuple[str, str]]:
+    return [(m.get("name") or Path(m["path"]).name, m["path"]) for m in catalog.datasets()]
 
 
 def saved_configs() -> list[str]:
-    d = configs_dir()
-    return sorted(p.stem for p in d.glob("*.json")) if d.is_dir() else []
+    return catalog.configs()
 
 
 def _help(name: str, meta_help: str, lang: str) -> str:
-    return FIELD_HELP_ZH.get(name, meta_help) if lang == "zh" else meta_help
+    """The field's help in ``lang`` under its PaddleNLP key (what upstream's JSON calls it)."""
+    return f"{name} · " + (FIELD_HELP_ZH.get(name, meta_help) if lang == "zh" else meta_help)
 
 
 def _widget(section: str, f, lang: str):
     """One widget for one dataclass field, chosen by its type."""
     help_ = _help(f.name, f.metadata.get("help", ""), lang)
+    label = field_label(f.name, lang)
     default = f.default if f.default is not MISSING else None
     elem = f"cfg-{section}-{f.name}"
     choices = f.metadata.get("choices")
     hint = typing.get_type_hints(SECTION_CLASSES[section])[f.name]
     if f.name == "model_name_or_path":
-        return gr.Dropdown(model_choices(), value=None, allow_custom_value=True, label=f.name, info=help_, elem_id=elem)
+        return gr.Dropdown(model_choices(), value=None, allow_custom_value=True, label=label, info=help_, elem_id=elem)
     if f.name == "dataset_name_or_path":
-        return gr.Dropdown(dataset_choices(), value=None, allow_custom_value=True, label=f.name, info=help_, elem_id=elem)
+        return gr.Dropdown(dataset_choices(), value=None, allow_custom_value=True, label=label, info=help_, elem_id=elem)
     if choices:
-        return gr.Dropdown(list(choices), value=default, label=f.name, info=help_, elem_id=elem)
+        return gr.Dropdown(list(choices), value=default, label=label, info=help_, elem_id=elem)
     if hint is bool:
-        return gr.Checkbox(value=default, label=f.name, info=help_, elem_id=elem)
+        return gr.Checkbox(value=default, label=label, info=help_, elem_id=elem)
     if hint is int:
-        return gr.Number(value=default, precision=0, label=f.name, info=help_, elem_id=elem)
+        return gr.Number(value=default, precision=0, label=label, info=help_, elem_id=elem)
     if hint is float:
-        return gr.Number(value=default, label=f.name, info=help_, elem_id=elem)
-    return gr.Textbox(value=default or "", label=f.name, info=help_, elem_id=elem)
+        return gr.Number(value=default, label=label, info=help_, elem_id=elem)
+    return gr.Textbox(value=default or "", label=label, info=help_, elem_id=elem)
 
 
 def values_to_config(spec: list[tuple[str, str]], name: str, values: list) -> RunConfig:
@@ -132,7 +128,7 @@ def build_train_tab(ctx):
     tr = ctx.tr
     spec: list[tuple[str, str]] = []
     widgets = []
-    with tr(gr.Tab(ctx.text("train.tab"), id="train", elem_id="tab-train"), "train.tab"):
+    with tr(gr.Tab(ctx.text("train.tab"), id="train", elem_id="tab-train"), "train.tab") as tab:
         with gr.Row():
             presets = config.list_presets()
             preset = tr(gr.Dropdown([p["name"] for p in presets], value="demo-lora" if presets else None,
@@ -233,4 +229,9 @@ def build_train_tab(ctx):
     for w, (section, fname) in zip(widgets, spec):
         meta = next(f for f in fields(SECTION_CLASSES[section]) if f.name == fname)
         ctx.tr_fn(w, "info", lambda lg, n=fname, h=meta.metadata.get("help", ""): _help(n, h, lg))
+        ctx.tr_fn(w, "label", lambda lg, n=fname: field_label(n, lg))
+    model_w = widgets[spec.index(("model", "model_name_or_path"))]
+    data_w = widgets[spec.index(("data", "dataset_name_or_path"))]
+    ctx.picker(tab, lambda: (gr.update(choices=model_choices()), gr.update(choices=dataset_choices()),
+                             gr.update(choices=saved_configs())), [], [model_w, data_w, saved])
     return started

@@ -1,0 +1,136 @@
+"""Jobs tab: every run and job (train, merge, quantize, eval, serve, demo, data) in one list, newest
+first, from core.catalog.activity(); one item's status, progress, command, log and result; Stop
+for any of them (the same core.catalog.stop the CLI's `jobs stop` calls).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import gradio as gr
+
+from core import catalog, demo, jobs, workspace
+from core.train import runs
+from studio.charts import html_table, progress_bar
+from studio.locales import refusal, t
+
+TICK = 1.0
+
+
+def table_html(rows: list[dict], lang: str) -> str:
+    cols = ["id", "kind", "state", "progress", "created"]
+    body = [[r["id"], t(f"jobs.kind_{r['kind']}", lang), t(f"state.{r['state'] or 'queued'}", lang),
+             ("" if r["fraction"] is None else f"{r['fraction'] * 100:.0f}% ") + (r["text"] or ""),
+             (r["created"] or "").replace("T", " ").replace("+00:00", " UTC")] for r in rows]
+    return html_table([t(f"jobs.col_{c}", lang) for c in cols], body, elem_id="jobs-table", empty=t("jobs.none", lang))
+
+
+def detail(item_id: str | None, lang: str) -> tuple[str, str, str, str, str, dict]:
+    """(status line, progress bar, command, log, result json, stop button update) of a run or job."""
+    if not item_id:
+        return "", "", "", "", "", gr.update(interactive=False)
+    try:
+        if (workspace.runs_dir() / item_id / "studio.json").is_file():
+            info = runs.show(item_id)
+            st, p = info["status"], info["progress"]
+            frac = 1.0 if st.get("state") == "succeeded" else (p["step"] / p["max_steps"] if p["max_steps"] else None)
+            text = f"step {p['step']}/{p['max_steps']}"
+            command = shlex.join(info["command"])
+            log = runs.tail_log(item_id)
+            result = json.dumps({"output": info.get("output"), "checkpoint": info.get("checkpoint"),
+                                 "loss": p.get("loss"), "eval_loss": p.get("eval_loss")}, indent=2)
+            kind = "train"
+        else:
+            info = jobs.show(item_id)
+            st, pr = info["status"], info.get("progress") or {}
+            frac = 1.0 if st.get("state") == "succeeded" else pr.get("fraction")
+            text = pr.get("text", "")
+            command = shlex.join(info["argv"])
+            log = jobs.read_log(item_id)
+            res = info.get("result")
+            result = json.dumps(res, indent=2, ensure_ascii=False)[:20000] if res is not None else ""
+            kind = info["kind"]
+    except (FileNotFoundError, ValueError):
+        return t("jobs.gone", lang, id=item_id), "", "", "", "", gr.update(interactive=False)
+    state = st.get("state", "queued")
+    line = f"**{item_id}** ({t(f'jobs.kind_{kind}', lang)}) — <span id='jobs-state'>{t(f'state.{state}', lang)}</span>"
+    if st.get("reason") and state != "succeeded":
+        line += " · " + t("runs.reason", lang, reason=st["reason"])
+    return (line, progress_bar(frac, text, "jobs-progress", state), command, log, result,
+            gr.update(interactive=state in jobs.ACTIVE))
+
+
+def _signature(item: str | None) -> tuple:
+    """The list's signature plus the picked item's own files (its log grows while it runs)."""
+    own = ()
+    if item:
+        d = workspace.runs_dir() / item
+        if (d / "studio.json").is_file():
+            own = tuple((f, f.stat().st_size) for f in (d / "log" / "workerlog.0", d / "launcher.log") if f.is_file())
+        else:
+            own = jobs.signature(item)
+    return catalog.signature(with_metrics=True), own
+
+
+def _label(row: dict, lang: str) -> str:
+    return f"{row['id']} · {t('jobs.kind_' + row['kind'], lang)}"
+
+
+def build_jobs_tab(ctx):
+    tr = ctx.tr
+    with tr(gr.Tab(ctx.text("jobs.tab"), id="jobs", elem_id="tab-jobs"), "jobs.tab") as tab:
+        table = tr(gr.HTML(label=ctx.text("jobs.list"), show_label=True, container=True, elem_id="jobs-list"), "jobs.list")
+        with gr.Row():
+            pick = tr(gr.Dropdown([], label=ctx.text("jobs.pick"), elem_id="jobs-pick"), "jobs.pick")
+            stop_btn = tr(gr.Button(ctx.text("jobs.stop"), variant="stop", interactive=False, elem_id="jobs-stop"),
+                          "jobs.stop", "value")
+            demo_btn = tr(gr.Button(ctx.text("jobs.build_demo"), elem_id="jobs-build-demo"), "jobs.build_demo", "value")
+        status = gr.Markdown(elem_id="jobs-status")
+        progress = gr.HTML(elem_id="jobs-progress-box")
+        msg = gr.Markdown(elem_id="jobs-msg")
+        command = tr(gr.Code(language="shell", interactive=False, label=ctx.text("jobs.command"), elem_id="jobs-command"),
+                     "jobs.command")
+        log = tr(gr.Textbox(lines=12, max_lines=12, label=ctx.text("jobs.log"), autoscroll=True, interactive=False,
+                            elem_id="jobs-log"), "jobs.log")
+        with tr(gr.Accordion(ctx.text("jobs.result"), open=False), "jobs.result"):
+            result = gr.Code(language="json", interactive=False, elem_id="jobs-result")
+        sig = gr.State(None)
+        timer = gr.Timer(TICK)
+    lang = ctx.lang
+    outs = [sig, table, pick, status, progress, command, log, result, stop_btn]
+
+    def render(item, lg):
+        rows = catalog.activity()
+        ids = [r["id"] for r in rows]
+        value = item if item in ids else (ids[0] if ids else None)
+        return [_signature(value), table_html(rows, lg),
+                gr.update(choices=[(_label(r, lg), r["id"]) for r in rows], value=value), *detail(value, lg)]
+
+    def tick(item, old, lg):
+        if _signature(item) == old:
+            return [gr.skip()] * len(outs)
+        return render(item, lg)
+
+    def stop(item, lg):
+        if not item:
+            return t("runs.pick_first", lg)
+        st = catalog.stop(item)
+        return t("runs.action_done", lg, run=item, state=t(f"state.{st.get('state')}", lg))
+
+    def build_demo(lg):
+        try:
+            job_id = demo.submit()
+        except jobs.Refused as e:
+            return t("error.prefix", lg) + refusal(e, lg), gr.skip()
+        except ValueError as e:  # already being built
+            return t("error.prefix", lg) + str(e), gr.skip()
+        return t("jobs.demo_started", lg, id=job_id), job_id
+
+    demo_btn.click(build_demo, inputs=lang, outputs=[msg, pick]).then(render, inputs=[pick, lang], outputs=outs)
+    timer.tick(tick, inputs=[pick, sig, lang], outputs=outs, show_progress="hidden", concurrency_limit=None)
+    tab.select(render, inputs=[pick, lang], outputs=outs, show_progress="hidden")
+    pick.input(render, inputs=[pick, lang], outputs=outs, show_progress="hidden")
+    stop_btn.click(stop, inputs=[pick, lang], outputs=msg)
+    ctx.on_load.append((render, [pick, lang], outs))
+    ctx.relocalize.append((render, [pick, lang], outs))
