@@ -139,11 +139,7 @@ def _load_run_config(path: str, name: str | None = None):
         if "method" in d and "config" in d and p.parent.name == "runs":
             cfg = config.load_preset(p.stem)
         else:  # a PaddleNLP argument JSON; the studio's saved configs add their launch settings
-            parallel = d.pop("studio_parallel", None)
-            method = d.pop("studio_method", None)
-            cfg = config.RunConfig.from_paddlenlp(d, name=p.stem, parallel=parallel)
-            if method:
-                cfg.method.method = method
+            cfg = config.from_saved(d, p.stem)
     if name:
         cfg.name = name
     return cfg

@@ -132,11 +132,26 @@ def processes(status: dict) -> list:
     return list(found.values())
 
 
-def stop_processes(status: dict, grace: float = STOP_GRACE) -> None:
-    """SIGTERM to every process of the job, SIGKILL to what is left after ``grace`` seconds."""
+def processes_mentioning(path: str | Path) -> list:
+    """Live processes whose command line names ``path`` (ranks a launcher started in process groups
+    of their own still name the run's config.json, even after the launcher died)."""
     import psutil
 
-    procs = processes(status)
+    target, me, out = str(path), os.getpid(), []
+    for p in psutil.process_iter(["cmdline", "status"]):
+        try:
+            if p.pid != me and p.info["status"] != psutil.STATUS_ZOMBIE and any(target in a for a in p.info["cmdline"] or []):
+                out.append(p)
+        except psutil.Error:
+            continue
+    return out
+
+
+def stop_processes(status: dict, grace: float = STOP_GRACE, also: list = ()) -> None:
+    """SIGTERM to every process of the job (and ``also``), SIGKILL to what is left after ``grace`` seconds."""
+    import psutil
+
+    procs = list({p.pid: p for p in [*processes(status), *also]}.values())
     if status.get("pgid"):
         try:
             os.killpg(status["pgid"], signal.SIGTERM)

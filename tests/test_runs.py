@@ -200,3 +200,39 @@ def test_queue_and_continue(ws, tmp_path, monkeypatch):
     steps = [r["step"] for r in recs if "loss" in r]
     assert steps == list(range(1, 9))
     assert json.loads((runs.run_dir(rb) / "config.json").read_text())["max_steps"] == 8
+
+
+def test_kill9_launcher_or_supervisor_leaves_no_rank_and_no_stalled_queue(ws, tmp_path, monkeypatch):
+    """kill -9 of the launcher: its two ranks (process groups of their own) are ended and the run
+    fails with a reason; kill -9 of a supervisor: the run queued behind it still starts."""
+    monkeypatch.setenv("PADDLE_STUDIO_HOME", str(ws))
+    cfg = small_config(ws, tmp_path / "dp.json", max_steps=400, save_strategy="no")
+    r = cli("train", str(cfg), "--nproc", "2", "--detach", "--json", home=ws)
+    assert r.returncode == 0, r.stderr
+    run_id = json.loads(r.stdout)["run_id"]
+    d = runs.run_dir(run_id)
+    wait_for(lambda: (d / "metrics.jsonl").is_file() and "loss" in (d / "metrics.jsonl").read_text(), 120)
+    st = runs.status(run_id)
+    ranks = [p for p in processes_of(d) if "entry.py" in " ".join(p.cmdline())]
+    assert len(ranks) == 2 and all(os.getpgid(p.pid) != st["pgid"] for p in ranks)
+    os.kill(st["pid"], 9)  # the launcher
+    wait_for(lambda: runs.status(run_id)["state"] == "failed", 30)
+    gone, left = psutil.wait_procs(ranks, timeout=15)
+    assert not left, [p.cmdline() for p in left]
+    assert not processes_of(d)
+    assert "rank process" in runs.status(run_id)["reason"]
+
+    # a queued run behind a supervisor that is killed -9 still starts
+    first = json.loads(cli("train", str(small_config(ws, tmp_path / "a.json", max_steps=400, save_strategy="no")),
+                           "--detach", "--json", home=ws).stdout)["run_id"]
+    second = json.loads(cli("train", str(small_config(ws, tmp_path / "b.json", max_steps=4, save_strategy="no")),
+                            "--detach", "--json", home=ws).stdout)["run_id"]
+    assert runs.status(second)["state"] == "queued"
+    wait_for(lambda: runs.status(first).get("pid"), 60)
+    st = runs.status(first)
+    os.kill(st["supervisor_pid"], 9)
+    os.killpg(st["pgid"], 9)  # and the launcher with it (as a machine-wide kill would)
+    wait_for(lambda: runs.status(first)["state"] == "failed", 30)  # status() notices, ends the ranks, kicks the queue
+    wait_for(lambda: runs.status(second)["state"] in ("running", "succeeded"), 30)
+    wait_for(lambda: runs.status(second)["state"] == "succeeded", 180)
+    wait_for(lambda: not processes_of(runs.run_dir(first)), 15)

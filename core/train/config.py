@@ -367,3 +367,40 @@ def load_preset(name: str, workspace_home: str | Path | None = None) -> RunConfi
     if d["method"] == "pretrain":  # not expressible in PaddleNLP's keys; kept in studio.json
         cfg.method.method = "pretrain"
     return cfg
+
+
+# ---------------------------------------------------------------- saved configs (configs/NAME.json)
+
+
+def saved_path(name: str) -> Path:
+    from core import workspace
+
+    code = workspace.check_name(name)
+    if code:
+        raise ValueError(f"{name!r} is not a usable config name (letters, digits, _ . -)")
+    return workspace.home() / "configs" / f"{name}.json"
+
+
+def save_named(cfg: RunConfig) -> Path:
+    """Write ``cfg`` as configs/NAME.json: the PaddleNLP argument JSON plus the studio's launch settings."""
+    from core import workspace
+
+    path = saved_path(cfg.name)
+    workspace.write_json_atomic(path, cfg.to_paddlenlp() | {"studio_parallel": cfg.to_dict()["parallel"],
+                                                           "studio_method": cfg.method.method})
+    return path
+
+
+def from_saved(d: dict, name: str) -> RunConfig:
+    """A RunConfig from a saved config's JSON (or any PaddleNLP argument JSON)."""
+    d = dict(d)
+    parallel = d.pop("studio_parallel", None)
+    method = d.pop("studio_method", None)
+    cfg = RunConfig.from_paddlenlp(d, name=name, parallel=parallel)
+    if method:
+        cfg.method.method = method
+    return cfg
+
+
+def load_named(name: str) -> RunConfig:
+    return from_saved(json.loads(saved_path(name).read_text(encoding="utf-8")), name)

@@ -56,11 +56,22 @@ def status(run_id_or_dir) -> dict:
         if st.get("pid") and alive(st.get("pid"), st.get("pid_start")):
             return st  # training goes on without its supervisor; judged when it ends
         finished = (d / "output" / workspace.MODEL_MARKER).is_file()
+        ranks = orphans(d)
+        if ranks:  # the launcher died with its supervisor: its ranks must not train on unseen
+            jobs.stop_processes({}, 3.0, also=ranks)
         st = write_status(
             d, state="succeeded" if finished else "failed", finished=_now(),
             reason=None if finished else "the run's supervisor vanished (killed or machine restarted)",
         )
+        meta = read_json(d / "studio.json", {}) or {}
+        if meta.get("device_key"):
+            kick_queue(meta["device_key"])  # nobody else will start the run queued behind this one
     return st
+
+
+def orphans(d: Path) -> list:
+    """Processes of the run outside the launcher's tree (its ranks, after the launcher died)."""
+    return jobs.processes_mentioning(d / "config.json")
 
 
 # ---------------------------------------------------------------- creating
@@ -207,12 +218,17 @@ def supervise(d: Path, resume: bool) -> int:
     write_status(d, pid=proc.pid, pgid=proc.pid, pid_start=jobs.proc_start(proc.pid),
                  supervisor_pid=os.getpid(), supervisor_start=jobs.proc_start(os.getpid()))
     code = proc.wait()
+    left = orphans(d)  # ranks the launcher left behind (it was killed): end them, they would train on
+    if left:
+        jobs.stop_processes({}, STOP_GRACE, also=left)
     if (d / "stop.request").exists():
         state, reason = "stopped", "stopped by the user"
     elif code == 0:
         state, reason = "succeeded", None
     else:
         state, reason = "failed", _failure_reason(d, code)
+        if left:
+            reason += f" (the launcher ended with {len(left)} rank process(es) still running; they were stopped)"
     write_status(d, state=state, exit_code=code, reason=reason, finished=_now())
     kick_queue(meta["device_key"])
     return 0
@@ -234,7 +250,7 @@ def stop(run_id: str, grace: float = STOP_GRACE) -> dict:
     while not st.get("pgid") and time.time() < deadline and alive(st.get("supervisor_pid"), st.get("supervisor_start")):
         time.sleep(0.1)  # the supervisor has not started the launcher yet
         st = status(d)
-    jobs.stop_processes(st, grace)
+    jobs.stop_processes(st, grace, also=orphans(d))
     deadline = time.time() + 5
     while time.time() < deadline and status(d).get("state") == "running":
         if not alive(st.get("supervisor_pid"), st.get("supervisor_start")):

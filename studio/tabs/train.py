@@ -185,19 +185,19 @@ def build_train_tab(ctx):
         code = workspace.check_name(cfg.name)
         if code:
             return t("error.prefix", lg) + t(f"problem.{code}", lg, name=cfg.name), gr.update()
-        workspace.write_json_atomic(configs_dir() / f"{cfg.name}.json", cfg.to_paddlenlp()
-                                    | {"studio_parallel": cfg.to_dict()["parallel"], "studio_method": cfg.method.method})
-        return t("train.saved_as", lg, path=str(configs_dir() / f"{cfg.name}.json")), gr.update(choices=saved_configs(), value=cfg.name)
+        try:
+            path = config.save_named(cfg)
+        except OSError as e:
+            return t("error.prefix", lg) + t("error.unexpected", lg, detail=str(e)), gr.update()
+        return t("train.saved_as", lg, path=str(path)), gr.update(choices=saved_configs(), value=cfg.name)
 
     def load_saved(name, lg):
         if not name:
             return [gr.update()] * (len(widgets) + 1)
-        d = json.loads((configs_dir() / f"{name}.json").read_text(encoding="utf-8"))
-        par = d.pop("studio_parallel", None)
-        method = d.pop("studio_method", None)
-        cfg = RunConfig.from_paddlenlp(d, name=name, parallel=par)
-        if method:
-            cfg.method.method = method
+        try:
+            cfg = config.load_named(name)
+        except (OSError, ValueError):
+            return [gr.update()] * (len(widgets) + 1)
         return [name, *config_to_values(spec, cfg)]
 
     def start(name, lg, *values):
