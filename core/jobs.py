@@ -239,18 +239,8 @@ def submit(kind: str, args: list[str], title: str = "", params: dict | None = No
         other = claimed(o)
         if other:
             raise ValueError(f"{o} is being written by job {other}; wait for it or stop it")
-    root = jobs_dir()
-    root.mkdir(parents=True, exist_ok=True)
-    base = f"{datetime.now():%Y%m%d-%H%M%S}-{kind}-{_slug(title or kind)}"[:60]
-    job_id, k = base, 1
-    while True:
-        try:
-            (root / job_id).mkdir()
-            break
-        except FileExistsError:
-            k += 1
-            job_id = f"{base}-{k}"
-    d = root / job_id
+    d = workspace.new_dir(jobs_dir(), f"{datetime.now():%Y%m%d-%H%M%S}-{kind}-{_slug(title or kind)}"[:60])
+    job_id = d.name
     argv = [*(program or [sys.executable, "-m", "core.cli"]), *[a.replace("{job}", str(d)) for a in args]]
     workspace.write_json_atomic(d / "job.json", {"job_id": job_id, "kind": kind, "title": title or kind, "argv": argv,
                                                  "params": params or {}, "outputs": outs, "created": now()})

@@ -72,6 +72,19 @@ def write_json_atomic(path: Path, obj) -> None:
     write_text_atomic(path, json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
 
 
+def new_dir(root: Path, base: str) -> Path:
+    """Create ``root/base`` (or ``base-2``, ``base-3``… when taken, even by a racing process) and return it."""
+    root.mkdir(parents=True, exist_ok=True)
+    name, k = base, 1
+    while True:
+        try:
+            (root / name).mkdir()
+            return root / name
+        except FileExistsError:
+            k += 1
+            name = f"{base}-{k}"
+
+
 def temp_dir_beside(final: Path) -> Path:
     """A fresh hidden temp folder next to ``final`` (same filesystem, so rename is atomic)."""
     final.parent.mkdir(parents=True, exist_ok=True)

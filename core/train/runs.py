@@ -101,18 +101,8 @@ def launch_argv(d: Path, parallel: dict, resume: bool = False) -> list[str]:
 
 def create(cfg: RunConfig) -> str:
     """Make the run directory (studio.json, config.json, command.txt, status.json=queued)."""
-    root = workspace.runs_dir()
-    root.mkdir(parents=True, exist_ok=True)
-    base = f"{datetime.now():%Y%m%d-%H%M%S}-{_slug(cfg.name)}"[:60]
-    run_id, k = base, 1
-    while True:
-        try:
-            (root / run_id).mkdir()
-            break
-        except FileExistsError:
-            k += 1
-            run_id = f"{base}-{k}"
-    d = root / run_id
+    d = workspace.new_dir(workspace.runs_dir(), f"{datetime.now():%Y%m%d-%H%M%S}-{_slug(cfg.name)}"[:60])
+    run_id = d.name
     parallel = cfg.to_dict()["parallel"]
     flat = cfg.to_paddlenlp(output_dir=str(d / "output"))
     workspace.write_json_atomic(d / "config.json", flat)
