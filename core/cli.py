@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 
@@ -18,6 +19,20 @@ def _print_json(obj) -> None:
 def _fail(msg: str, code: int = 2) -> int:
     sys.stderr.write(f"paddle-studio: {msg}\n")
     return code
+
+
+def os_error_message(e: OSError) -> str:
+    """An OSError as one line: the file it is about and what to do."""
+    import errno
+
+    hints = {errno.ENOSPC: "the disk is full; free some space and try again",
+             errno.EDQUOT: "the disk quota is used up; free some space and try again",
+             errno.EROFS: "the workspace is on a read-only file system",
+             errno.EACCES: "permission denied; check the workspace's owner and mode",
+             errno.EPERM: "operation not permitted; check the workspace's owner and mode",
+             errno.EADDRINUSE: "the address is already in use; pick another port with --port"}
+    what = hints.get(e.errno) or e.strerror or str(e)
+    return f"{e.filename}: {what}" if getattr(e, "filename", None) else what
 
 
 # ---------------------------------------------------------------- verbs
@@ -31,7 +46,8 @@ def cmd_ui(a) -> int:
         app = importlib.import_module("studio.app")
     except ImportError as e:
         return _fail(f"the studio UI is not installed ({e}); every other verb works without it")
-    return app.main(host=a.host, port=a.port, auth=a.auth, lang=a.lang)
+    # a secret on the command line is visible to every user in `ps`: the environment is not
+    return app.main(host=a.host, port=a.port, auth=a.auth or os.environ.get("PADDLE_STUDIO_AUTH") or None, lang=a.lang)
 
 
 def cmd_demo_init(a) -> int:
@@ -157,6 +173,8 @@ def _apply_parallel(cfg, a) -> None:
         p.master = a.master
     if a.rank is not None:
         p.rank = a.rank
+    if getattr(a, "stall_timeout", None) is not None:
+        p.stall_timeout = a.stall_timeout
 
 
 def cmd_config_check(a) -> int:
@@ -418,7 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
     def ui_args(q):
         q.add_argument("--host", default="127.0.0.1", help="address to bind (non-loopback needs --auth)")
         q.add_argument("--port", type=int, default=7860)
-        q.add_argument("--auth", default=None, metavar="USER:PASS", help="require this login")
+        q.add_argument("--auth", default=None, metavar="USER:PASS", help="require this login (default: $PADDLE_STUDIO_AUTH, which `ps` does not show)")
         q.add_argument("--lang", default="en", choices=["en", "zh"], help="initial UI language")
 
     ui_args(p)
@@ -480,6 +498,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--nnodes", type=int)
     t.add_argument("--master", help="host:port of rank 0 (multi-node)")
     t.add_argument("--rank", type=int, help="this node's rank (multi-node)")
+    t.add_argument("--stall-timeout", type=int, metavar="S",
+                   help="fail the run when its log and metrics stay unchanged S seconds (default 1800; 0: never)")
     t.add_argument("--detach", action="store_true", help="return at once; the run goes on")
     t.add_argument("--json", action="store_true")
     t.set_defaults(func=cmd_train)
@@ -585,6 +605,8 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(str(e), 1 if e.code == "has_bad_records" else 2)
     except (FileNotFoundError, FileExistsError, ValueError) as e:
         return _fail(str(e))
+    except OSError as e:  # a full disk, a read-only or vanished workspace: one line, never a traceback
+        return _fail(os_error_message(e))
     except KeyboardInterrupt:
         return 130
 

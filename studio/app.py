@@ -31,7 +31,8 @@ class Ctx:
     relocalize: list = field(default_factory=list)
     # events to run on every page load, so a reload shows the workspace as it is now
     on_load: list = field(default_factory=list)
-    # the gr.Tabs holding every tab (a handler may switch tabs by returning gr.Tabs(selected=id))
+    # the gr.Tabs holding every tab (switch with go_to: an update of gr.Tabs from the server resets the
+    # tab bar's labels to their build-time language, so later language switches mislabel tabs)
     tabs: gr.Tabs | None = None
     # workspace pickers: (fn, inputs, outputs) refreshed on page load, when their tab is selected
     # and whenever the workspace changes (a dataset, run, model or job appears or finishes)
@@ -41,6 +42,15 @@ class Ctx:
         """Register ``fn(*inputs) -> updates of outputs`` as the refresh of some workspace choices."""
         self.pickers.append((fn, list(inputs), list(outputs)))
         tab.select(fn, inputs=list(inputs), outputs=list(outputs), show_progress="hidden")
+
+    @staticmethod
+    def go_to(event, tab_id: str, when) -> None:
+        """After ``event``, select tab ``tab_id`` in the page when the component ``when`` holds a value
+        (a click on the tab's own button, as a person would: its select events run too). The click
+        waits 0.6 s: selecting a tab while the event's follow-up updates are still arriving left the
+        later tabs' labels deaf to the next language switch (Gradio 6.17, seen in chromium)."""
+        event.then(None, inputs=[when], outputs=None,
+                   js=f"(v) => {{ if (v) setTimeout(() => document.getElementById('tab-{tab_id}-button')?.click(), 600); }}")
 
     def tr(self, component, key: str, attr: str = "label", fmt: str = "{}"):
         """Register ``component`` so its ``attr`` follows the language switch; returns it."""
@@ -161,6 +171,19 @@ def check_bind(host: str, auth: str | None) -> tuple[str, str] | None:
     return pair
 
 
+def port_in_use(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be listened on (in use, no such address), or None when it can."""
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((host, port))
+    except OSError as e:
+        return e.strerror or str(e)
+    return None
+
+
 def main(host: str = "127.0.0.1", port: int = 7860, auth: str | None = None, lang: str = "en") -> int:
     try:
         pair = check_bind(host, auth)
@@ -169,6 +192,10 @@ def main(host: str = "127.0.0.1", port: int = 7860, auth: str | None = None, lan
         return 2
     if lang not in LANGS:
         lang = "en"
+    busy = port_in_use(host, port)
+    if busy:
+        sys.stderr.write(f"paddle-studio: cannot listen on {host}:{port}: {busy}; pick another port with --port\n")
+        return 2
     workspace.home().mkdir(parents=True, exist_ok=True)
     demo = build_app(lang)
     demo.queue(default_concurrency_limit=4)

@@ -185,6 +185,8 @@ TEXT: dict[str, dict[str, str]] = {
     "chat.repetition_penalty": {"en": "repetition penalty", "zh": "重复惩罚"},
     "chat.max_tokens": {"en": "max new tokens", "zh": "最多生成的 token 数"},
     "chat.seed": {"en": "seed (-1 = random)", "zh": "随机种子（-1 为随机）"},
+    "chat.ignore_eos": {"en": "keep generating past the end-of-text token (ignore_eos: for length and speed tests)",
+                        "zh": "遇到结束符也继续生成（ignore_eos：用于长度和速度测试）"},
     "chat.message": {"en": "Message", "zh": "消息"},
     "chat.send": {"en": "Send", "zh": "发送"},
     "chat.stop": {"en": "Stop", "zh": "停止"},
@@ -256,8 +258,8 @@ TEXT: dict[str, dict[str, str]] = {
     "error.unexpected": {"en": "Unexpected error: {detail}", "zh": "意外错误：{detail}"},
     # engine problem and error codes (core.data.datasets.MESSAGES)
     "problem.bom": {
-        "en": "file starts with a UTF-8 byte order mark (BOM); save it as UTF-8 without BOM",
-        "zh": "文件以 UTF-8 BOM 开头；请保存为不带 BOM 的 UTF-8",
+        "en": "file starts with a UTF-8 byte order mark (BOM); it is skipped when reading",
+        "zh": "文件以 UTF-8 BOM 开头；读取时会跳过它",
     },
     "problem.crlf": {"en": "line ends with CRLF (\\r\\n); Windows line ends", "zh": "行尾为 CRLF（\\r\\n），即 Windows 换行符"},
     "problem.blank_line": {"en": "blank line", "zh": "空行"},
@@ -279,6 +281,12 @@ TEXT: dict[str, dict[str, str]] = {
         "zh": "对话须按“用户、助手”交替；第 {index} 条出现了 {role!r}",
     },
     "problem.no_assistant_reply": {"en": "conversation does not end with an assistant reply", "zh": "对话没有以助手回复结尾"},
+    "problem.too_deep": {"en": "JSON nested too deeply to read (more than about {limit} levels)",
+                         "zh": "JSON 嵌套过深，无法读取（超过约 {limit} 层）"},
+    "problem.lone_surrogate": {
+        "en": "text holds an unpaired UTF-16 surrogate escape (\\ud800-\\udfff) that cannot be written as UTF-8",
+        "zh": "文本含有不成对的 UTF-16 代理转义（\\ud800-\\udfff），无法写成 UTF-8",
+    },
     "problem.array_too_large": {
         "en": "a JSON array file of {size} bytes is too large to read at once; convert it to JSON lines",
         "zh": "JSON 数组文件有 {size} 字节，太大无法一次读取；请转换为 JSON Lines",
@@ -371,6 +379,7 @@ FIELD_HELP_ZH = {
     "pipeline_parallel_degree": "流水线并行度。",
     "sharding": "分组切分阶段：空、stage1、stage2 或 stage3。",
     "sharding_parallel_degree": "分组切分并行度。",
+    "stall_timeout": "训练日志和指标这么多秒没有变化时判定运行失败（0：从不）。",
 }
 
 
@@ -425,6 +434,7 @@ FIELD_LABELS = {
     "pipeline_parallel_degree": ("Pipeline parallel degree", "流水线并行度"),
     "sharding": ("Sharding stage", "分组切分阶段"),
     "sharding_parallel_degree": ("Sharding degree", "分组切分并行度"),
+    "stall_timeout": ("Fail after no progress for (s)", "无进展多久后判定失败（秒）"),
 }
 
 

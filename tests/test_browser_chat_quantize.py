@@ -95,6 +95,7 @@ def test_chat_streams_from_a_serve_worker(home, tmp_path):
             box = page.locator("#chat-max-tokens input")
             box.fill("400")
             box.press("Tab")
+            page.locator("#chat-ignore-eos input").check()  # a stream long enough to stop mid-way
             page.locator("#chat-regen").click()
             deadline = time.time() + 30
             while time.time() < deadline and requests.get(url + "/health", timeout=5).json()["active"] < 1:

@@ -52,6 +52,7 @@ def test_check_reports_every_problem_at_once(tmp_path):
         ("opt_level_needs_amp", "training.fp16_opt_level"),
         ("needs_gpu", "training.use_flash_attention"),
         ("needs_gpu", "training.flash_mask"),
+        ("needs_gpu", "parallel.pipeline_parallel_degree"),  # hybrid parallel needs GPUs
     }
     vera = RunConfig()
     vera.method.method = "vera"

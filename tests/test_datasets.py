@@ -216,7 +216,7 @@ def test_conversion_errors_name_the_line_and_field(tmp_path):
     arr = tmp_path / "arr.json"
     arr.write_text(json.dumps([ALPACA[0], {"instruction": "z"}]), encoding="utf-8")
     got = codes_at(datasets.validate(arr))
-    assert (None, "[1].output", "missing_field") in got
+    assert (1, "[1].output", "missing_field") in got  # the line the item starts on, and its index
 
 
 # ---------------------------------------------------------------- import
@@ -309,3 +309,39 @@ def test_cli_validate_convert_import(tmp_path, workspace_home):
     assert json.loads(r.stdout)["dev"] == 1
     r = _cli("data", "import", str(al), "--name", "../x", env={"PADDLE_STUDIO_HOME": str(workspace_home)})
     assert r.returncode == 2 and "not allowed" in r.stderr
+
+
+def test_hostile_files_give_line_numbered_problems_and_a_consistent_ok(tmp_path):
+    """A JSON array of PaddleNLP records, nesting deeper than the parser goes, an unpaired surrogate
+    escape and a BOM: never an exception; each problem has its line; ``ok`` follows the severities."""
+    arr = tmp_path / "arr.json"
+    arr.write_text('[{"src": "hi", "tgt": "yo"},\n {"src": "a",\n  "tgt": ""},\n {"src": ["x"], "tgt": ["y"]}]')
+    rep = datasets.validate(arr)
+    assert (rep.records, rep.good, rep.bad) == (3, 2, 1) and not rep.ok
+    assert codes_at(rep) == {(2, "[1].tgt", "empty_text")}
+    assert [r["src"] for r in datasets.iter_records(arr)] == ["hi", ["x"]]
+    out = datasets.convert(arr, tmp_path / "arr-out.json")
+    assert out["written"] == 2
+
+    deep = write_lines(tmp_path / "deep.json", ['{"src": ' + "[" * 100_000 + "]" * 100_000 + ', "tgt": "x"}', GOOD])
+    rep = datasets.validate(deep)
+    assert codes_at(rep) == {(1, "", "too_deep")} and rep.good == 1 and rep.bad == 1
+    deep_arr = tmp_path / "deep-arr.json"
+    deep_arr.write_text("[" + GOOD + ",\n" + "[" * 100_000 + "]" * 100_000 + "]")
+    rep = datasets.validate(deep_arr)
+    assert codes_at(rep) == {(2, "[1]", "too_deep")} and rep.good == 1
+
+    sur = write_lines(tmp_path / "sur.json", [GOOD, '{"src": "\\ud800 alone", "tgt": "x"}', '{"src": "\\ud83d\\ude00", "tgt": "ok"}'])
+    rep = datasets.validate(sur)
+    assert codes_at(rep) == {(2, "", "lone_surrogate")} and rep.good == 2 and rep.bad == 1
+    res = datasets.convert(sur, tmp_path / "sur-out.json")  # the bad record is skipped, the rest written
+    assert res["written"] == 2 and "\U0001F600" in (tmp_path / "sur-out.json").read_text(encoding="utf-8")
+
+    bom = write_lines(tmp_path / "bom.json", [b"\xef\xbb\xbf" + GOOD.encode() + b"\n"], mode="bytes")
+    rep = datasets.validate(bom)
+    assert [(p.code, p.severity) for p in rep.problems] == [("bom", "warning")] and rep.ok and rep.good == 1
+    for f in (arr, deep, sur, bom):
+        r = subprocess.run([sys.executable, "-m", "core.cli", "data", "validate", str(f)], capture_output=True,
+                           text=True, cwd=Path(__file__).resolve().parents[1],
+                           env={**os.environ, "PADDLE_STUDIO_HOME": str(tmp_path / "ws")})
+        assert "Traceback" not in r.stderr and r.returncode == (0 if f is bom else 1), (f, r.stderr)

@@ -11,6 +11,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pytest
 import requests
 
@@ -240,6 +241,9 @@ BAD = [
     ("frequency_penalty", {"messages": user("hi"), "frequency_penalty": 1.0}, "frequency_penalty"),
     ("seed negative", {"messages": user("hi"), "seed": -3}, "seed"),
     ("stop too many", {"messages": user("hi"), "stop": ["a", "b", "c", "d", "e"]}, "stop"),
+    ("nested too deeply", b'{"messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", None),
+    ("unpaired surrogate", b'{"messages": [{"role": "user", "content": "\\ud800 hi"}]}', "messages[0].content"),
+    ("10,000 messages", {"messages": user("hi") * 10_000}, "messages"),
 ]
 
 
@@ -269,6 +273,43 @@ def test_bad_inputs_get_400_and_the_server_lives(worker):
     with pytest.raises(openai.BadRequestError) as e:
         c.chat.completions.create(model="demo-base", messages=user("hi"), temperature=-1)
     assert "temperature" in str(e.value)
+
+
+def test_hostile_bodies_are_refused_fast_and_others_are_served_meanwhile(worker):
+    """A 10,000-message request is refused before any tokenizing: quickly, and other clients keep
+    their latency; the unknown-model message names the model id, not a folder."""
+    import threading
+
+    url = worker.url + "/v1/chat/completions"
+    big = {"messages": [m for _ in range(5_000) for m in (
+        {"role": "user", "content": "hello " * 20}, {"role": "assistant", "content": "hi " * 20})] + user("last")}
+    small = {"messages": user("hi"), "max_tokens": 1, "temperature": 0}
+    requests.post(url, json=small, timeout=60)  # warm
+    t0 = time.perf_counter()
+    requests.post(url, json=small, timeout=60)
+    alone = time.perf_counter() - t0
+    times, refused = [], []
+
+    def hostile():
+        for _ in range(5):
+            t = time.perf_counter()
+            r = requests.post(url, json=big, timeout=60)
+            refused.append((r.status_code, time.perf_counter() - t))
+
+    th = threading.Thread(target=hostile)
+    th.start()
+    while th.is_alive():
+        t = time.perf_counter()
+        assert requests.post(url, json=small, timeout=60).status_code == 200
+        times.append(time.perf_counter() - t)
+    th.join()
+    assert all(code == 400 for code, _ in refused), refused
+    worst = max(s for _, s in refused)
+    print(f"10,001-message request refused in {worst:.3f} s at worst; others {np.median(times) if times else alone:.3f} s"
+          f" median meanwhile vs {alone:.3f} s alone")
+    assert worst < 2.0, refused
+    err = requests.post(url, json={"model": "gpt-9", "messages": user("hi")}, timeout=30).json()["error"]
+    assert "/" not in err["message"].split("serves", 1)[1], err["message"]
 
 
 def _wait_recent(url, gen_id, timeout=30):

@@ -35,6 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 API_KEY_ENV = "PADDLE_STUDIO_API_KEY"
 MAX_BODY_BYTES = 8 * 1024 * 1024
+MAX_MESSAGES = 512  # a longer conversation cannot fit any context the studio serves; refused before tokenizing
 HEARTBEAT_ENV = "PADDLE_STUDIO_SERVE_HEARTBEAT_S"
 HEARTBEAT_S = 1.0  # an SSE comment this often while a streamed answer waits for the model
 log = logging.getLogger("paddle_studio.serve")
@@ -72,15 +73,16 @@ _PARAM_KEYS = [
 ]
 
 
-def parse_request(body, served_names: set[str]) -> tuple[list[dict], dict, dict, bool, bool]:
-    """(messages, GenParams keywords, {field: request key}, stream, include_usage) or ApiError 400."""
+def parse_request(body, served_names: set[str], model_id: str | None = None) -> tuple[list[dict], dict, dict, bool, bool]:
+    """(messages, GenParams keywords, {field: request key}, stream, include_usage) or ApiError 400.
+    ``model_id`` is the name the error messages give for this server's model (never its path)."""
     from core.chat.engine import ChatError, messages_from, normalize_messages
 
     if not isinstance(body, dict):
         raise ApiError(400, "the request body must be a JSON object", None, "invalid_json")
     model = body.get("model")
     if model is not None and model not in served_names:
-        raise ApiError(400, f"model: unknown model {model!r}; this server serves {sorted(served_names)[0]!r}",
+        raise ApiError(400, f"model: unknown model {model!r}; this server serves {model_id or min(served_names)!r}",
                        "model", "model_not_found")
     n = body.get("n")
     if n is not None and n != 1:
@@ -103,6 +105,9 @@ def parse_request(body, served_names: set[str]) -> tuple[list[dict], dict, dict,
     if not isinstance(opts, dict):
         raise ApiError(400, "stream_options: expected an object", "stream_options", "invalid_value")
     include_usage = bool(opts.get("include_usage", False))
+    if isinstance(body.get("messages"), list) and len(body["messages"]) > MAX_MESSAGES:
+        raise ApiError(400, f"messages: at most {MAX_MESSAGES} messages per request, got {len(body['messages'])}",
+                       "messages", "invalid_value")
     try:
         if "messages" in body:
             messages = normalize_messages(body["messages"])
@@ -113,6 +118,15 @@ def parse_request(body, served_names: set[str]) -> tuple[list[dict], dict, dict,
                            "missing_required_parameter")
     except ChatError as e:
         raise ApiError(400, e.message, e.param, e.code) from e
+    if len(messages) > MAX_MESSAGES:  # PaddleNLP's history form
+        raise ApiError(400, f"history: at most {MAX_MESSAGES} messages per request, got {len(messages)}",
+                       "history", "invalid_value")
+    for i, m in enumerate(messages):
+        try:
+            m["content"].encode("utf-8")
+        except UnicodeEncodeError:
+            raise ApiError(400, f"messages[{i}].content: holds an unpaired UTF-16 surrogate (\\ud800-\\udfff)",
+                           f"messages[{i}].content", "invalid_value") from None
     params: dict = {}
     names: dict = {}
     for key, fld in _PARAM_KEYS:
@@ -139,7 +153,8 @@ def create_app(engine, name: str | None = None, api_key: str | None = None, hear
     app = Flask("paddle_studio_serve")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     name = name or engine.name
-    served = {name, engine.name} | {x for x in (engine.model_dir, engine.adapter_dir) if x}
+    served = {x for x in (name, engine.name, engine.model_dir, engine.adapter_dir) if x}
+    model_id = name or engine.name
     started = int(time.time())
     t0 = time.time()
 
@@ -191,10 +206,15 @@ def create_app(engine, name: str | None = None, api_key: str | None = None, hear
 
     @app.post("/v1/chat/completions")
     def _completions():
-        body = request.get_json(silent=True, force=True)
+        try:
+            body = json.loads(request.get_data(cache=False) or b"null")
+        except RecursionError:
+            raise ApiError(400, "the request body is nested too deeply", None, "invalid_json") from None
+        except ValueError:
+            body = None
         if body is None:
             raise ApiError(400, "the request body is not valid JSON", None, "invalid_json")
-        messages, params, names, stream, include_usage = parse_request(body, served)
+        messages, params, names, stream, include_usage = parse_request(body, served, model_id)
         cid = f"chatcmpl-{uuid.uuid4().hex[:24]}"
         try:
             gen = engine.start(messages, params, gen_id=cid)

@@ -16,6 +16,7 @@ import hashlib
 import json
 import random
 import shutil
+import sys
 import time
 from array import array
 from dataclasses import asdict, dataclass, field
@@ -32,7 +33,7 @@ BOM = b"\xef\xbb\xbf"
 
 # English text for every problem code; ``{name}`` placeholders come from Problem.params.
 MESSAGES = {
-    "bom": "file starts with a UTF-8 byte order mark (BOM); save it as UTF-8 without BOM",
+    "bom": "file starts with a UTF-8 byte order mark (BOM); it is skipped when reading",
     "crlf": "line ends with CRLF (\\r\\n); Windows line ends",
     "blank_line": "blank line",
     "line_too_long": "line is {length} bytes, longer than the limit of {limit} bytes; skipped",
@@ -47,6 +48,8 @@ MESSAGES = {
     "bad_role": "unknown role {role!r}; expected one of {expected}",
     "bad_order": "turns must alternate user then assistant; found {role!r} at position {index}",
     "no_assistant_reply": "conversation does not end with an assistant reply",
+    "too_deep": "JSON nested too deeply to read (more than about {limit} levels)",
+    "lone_surrogate": "text holds an unpaired UTF-16 surrogate escape (\\ud800-\\udfff) that cannot be written as UTF-8",
     "array_too_large": "a JSON array file of {size} bytes is too large to read at once; convert it to JSON lines",
     # dataset-level errors
     "name_empty": "dataset name is empty",
@@ -60,7 +63,9 @@ MESSAGES = {
     "unknown_format": "unknown format {fmt!r}; expected auto or one of {expected}",
 }
 
-WARNING_CODES = {"crlf", "blank_line"}
+# a BOM is skipped when reading (every record is still read): a warning, like Windows line ends
+WARNING_CODES = {"crlf", "blank_line", "bom"}
+LINE_ERRORS = ("line_too_long", "not_utf8", "invalid_json", "too_deep", "lone_surrogate")
 
 
 def message(code: str, params: dict | None = None) -> str:
@@ -352,8 +357,8 @@ _SCAN_ONCE = json.JSONDecoder().scan_once
 def _iter_parsed(path: Path, max_line_bytes: int, problems: list):
     """Yield (line_number, parsed_value) for each parseable line; append line-level problems.
 
-    ``problems`` receives (line, field, code, params) tuples. JSON-array files yield items
-    with ``line=None`` and the field prefixed by the item index.
+    ``problems`` receives (line, field, code, params) tuples. A JSON-array file yields each item
+    keyed (line it starts on, "[index]").
     """
     fname = str(path)
     if _is_json_array(path):
@@ -366,15 +371,11 @@ def _iter_parsed(path: Path, max_line_bytes: int, problems: list):
             problems.append((1, "", "bom", {}))
             data = data[3:]
         try:
-            items = json.loads(data.decode("utf-8"))
+            text = data.decode("utf-8")
         except UnicodeDecodeError as e:
-            problems.append((None, "", "not_utf8", {"position": e.start}))
+            problems.append((data.count(b"\n", 0, e.start) + 1, "", "not_utf8", {"position": e.start}))
             return
-        except json.JSONDecodeError as e:
-            problems.append((e.lineno, "", "invalid_json", {"detail": e.msg, "column": e.colno}))
-            return
-        for i, item in enumerate(items):
-            yield (None, f"[{i}]"), item
+        yield from _array_items(text, problems)
         return
     scan = _SCAN_ONCE
     limit = max_line_bytes + 2
@@ -424,11 +425,92 @@ def _iter_parsed(path: Path, max_line_bytes: int, problems: list):
             except json.JSONDecodeError as e:
                 problems.append((number, "", "invalid_json", {"detail": e.msg, "column": e.colno}))
                 continue
+            except RecursionError:
+                problems.append((number, "", "too_deep", {"limit": sys.getrecursionlimit()}))
+                continue
+            if "\\u" in text and _has_surrogate(value):
+                problems.append((number, "", "lone_surrogate", {}))
+                continue
             yield number, value
 
 
+def _has_surrogate(value) -> bool:
+    """Whether any string in a parsed JSON value holds an unpaired surrogate (from a \\udXXX escape)."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return False
+
+
+def _array_items(text: str, problems: list):
+    """Yield (line, item) for each item of a JSON-array file, with the line where the item starts."""
+    ws = " \t\r\n"
+    n = len(text)
+    pos = 0
+    while pos < n and text[pos] in ws:
+        pos += 1
+    pos += 1  # the "["
+    line, counted = 1, 0
+
+    def line_at(i):
+        nonlocal line, counted
+        line += text.count("\n", counted, i)
+        counted = i
+        return line
+
+    def bad(i, msg):
+        ln = line_at(i)
+        col = i - (text.rfind("\n", 0, i) + 1) + 1
+        problems.append((ln, "", "invalid_json", {"detail": msg, "column": col}))
+
+    first, index = True, -1
+    while True:
+        while pos < n and text[pos] in ws:
+            pos += 1
+        if pos >= n:
+            return bad(pos, "the array is not closed with ]")
+        if text[pos] == "]":
+            rest = text[pos + 1:]
+            if rest.strip():
+                bad(pos + 1 + (len(rest) - len(rest.lstrip())), "Extra data")
+            return
+        if not first:
+            if text[pos] != ",":
+                return bad(pos, "Expecting ',' delimiter")
+            pos += 1
+            while pos < n and text[pos] in ws:
+                pos += 1
+        first = False
+        index += 1
+        start = pos
+        try:
+            value, pos = _SCAN_ONCE(text, pos)
+        except StopIteration:
+            return bad(start, "Expecting value")
+        except json.JSONDecodeError as e:
+            return bad(e.pos, e.msg)
+        except RecursionError:
+            problems.append((line_at(start), f"[{index}]", "too_deep", {"limit": sys.getrecursionlimit()}))
+            return
+        ln = line_at(start)
+        if "\\u" in text[start:pos] and _has_surrogate(value):
+            problems.append((ln, f"[{index}]", "lone_surrogate", {}))
+            continue
+        yield (ln, f"[{index}]"), value
+
+
 def _where(key) -> tuple[int | None, str]:
-    """A yielded key is a line number, or (None, "[i]") for a JSON-array item."""
+    """A yielded key is a line number, or (line, "[i]") for a JSON-array item."""
     if isinstance(key, tuple):
         return key
     return key, ""
@@ -544,7 +626,7 @@ def validate(
                     if "system" in value:
                         rep.with_system += 1
                     hashes.append(hash((src, tgt)))
-                    lines.append(key)
+                    lines.append(_where(key)[0] or 0)
                     continue
                 if (
                     type(src) is list and type(tgt) is list and len(src) == len(tgt) > 0
@@ -556,7 +638,7 @@ def validate(
                     if "system" in value:
                         rep.with_system += 1
                     hashes.append(hash((tuple(src), tuple(tgt))))
-                    lines.append(key)
+                    lines.append(_where(key)[0] or 0)
                     continue
             line, prefix = _where(key)
             try:
@@ -602,7 +684,7 @@ def _not_object(value):
 def _count_bad_line(rep: Report, lp) -> None:
     """Line-level errors (unparseable lines) count as bad records; warnings do not."""
     code = lp[2]
-    if code in ("line_too_long", "not_utf8", "invalid_json"):
+    if code in LINE_ERRORS:
         rep.records += 1
         rep.bad += 1
 

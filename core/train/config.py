@@ -91,6 +91,7 @@ class ParallelSection:
     pipeline_parallel_degree: int = _f(1, "Pipeline parallel degree.")
     sharding: str = _f("", "Sharding stage: '', stage1, stage2 or stage3.")
     sharding_parallel_degree: int = _f(1, "Sharding degree.")
+    stall_timeout: int = _f(1800, "Fail the run when its log and metrics stay unchanged this many seconds (0: never).")
 
 
 @dataclass
@@ -312,6 +313,9 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
             (tr.flash_mask, "flash_mask", "training.flash_mask"),
             (tr.fp16, "fp16", "training.fp16"),
             (tr.bf16, "bf16", "training.bf16"),
+            (p.tensor_parallel_degree > 1, "tensor parallel", "parallel.tensor_parallel_degree"),
+            (p.pipeline_parallel_degree > 1, "pipeline parallel", "parallel.pipeline_parallel_degree"),
+            (bool(p.sharding) or p.sharding_parallel_degree > 1, "sharding", "parallel.sharding"),
         ):
             if flag:
                 add("needs_gpu", fld, feature=name)
@@ -319,6 +323,8 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
             add("devices_on_cpu", "parallel.devices")
     positive("parallel", "nproc", p.nproc)
     positive("parallel", "nnodes", p.nnodes)
+    if not isinstance(p.stall_timeout, int) or isinstance(p.stall_timeout, bool) or p.stall_timeout < 0:
+        add("bad_value", "parallel.stall_timeout", expected="0 or a positive number of seconds", value=p.stall_timeout)
     world = (len([x for x in p.devices.split(",") if x.strip()]) if p.devices else p.nproc) * max(p.nnodes, 1)
     product = p.tensor_parallel_degree * p.pipeline_parallel_degree * p.sharding_parallel_degree
     if product > 0 and world > 0 and world % product:

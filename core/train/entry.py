@@ -23,6 +23,7 @@ if __package__ in (None, ""):  # run as a script by paddle.distributed.launch
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 
 from core.data import templates  # noqa: E402
+from core.train import checkpoints  # noqa: E402
 from core.train.config import model_family  # noqa: E402
 
 from core.workspace import MODEL_MARKER as FINISHED_MARK  # noqa: E402
@@ -73,16 +74,28 @@ def pack_examples(examples: list[dict], max_length: int, greedy: bool = False) -
     """
     import numpy as np
 
-    order = sorted(range(len(examples)), key=lambda i: -len(examples[i]["input_ids"])) if greedy else range(len(examples))
-    packs, cur = [], []
-    for i in order:
-        n = len(examples[i]["input_ids"])
-        if cur and sum(len(examples[j]["input_ids"]) for j in cur) + n > max_length:
+    sizes = [len(e["input_ids"]) for e in examples]
+    packs: list[list[int]] = []
+    if greedy:  # first fit, longest first: fewer, fuller packs
+        room: list[int] = []
+        for i in sorted(range(len(examples)), key=lambda i: -sizes[i]):
+            k = next((k for k, r in enumerate(room) if r >= sizes[i]), None)
+            if k is None:
+                packs.append([i])
+                room.append(max_length - sizes[i])
+            else:
+                packs[k].append(i)
+                room[k] -= sizes[i]
+    else:  # in order: a new pack when the next example does not fit
+        cur, used = [], 0
+        for i in range(len(examples)):
+            if cur and used + sizes[i] > max_length:
+                packs.append(cur)
+                cur, used = [], 0
+            cur.append(i)
+            used += sizes[i]
+        if cur:
             packs.append(cur)
-            cur = []
-        cur.append(i)
-    if cur:
-        packs.append(cur)
     out = []
     for pack in packs:
         ids, labels, pos = [], [], []
@@ -99,6 +112,115 @@ def pack_examples(examples: list[dict], max_length: int, greedy: bool = False) -
             off += n
         out.append({"input_ids": ids, "labels": labels, "position_ids": pos, "attention_mask": mask})
     return out
+
+
+class PackedCollator:
+    """Batches packed sequences (zero padding): pads ``input_ids`` with the pad id, ``labels`` with
+    IGNORE and ``position_ids`` with 0 to the longest pack of the batch, and grows each pack's
+    [1, L, L] block-diagonal mask to [1, Lmax, Lmax] (padding rows attend only to themselves, so
+    the softmax stays finite; their labels are ignored). PaddleNLP's DataCollatorForSeq2Seq pads
+    only 1-D fields and cannot batch these masks."""
+
+    def __init__(self, pad_id: int):
+        self.pad_id = pad_id
+
+    def __call__(self, features: list[dict]) -> dict:
+        import numpy as np
+
+        n = max(len(f["input_ids"]) for f in features)
+        b = len(features)
+        ids = np.full((b, n), self.pad_id, dtype="int64")
+        labels = np.full((b, n), templates.IGNORE, dtype="int64")
+        pos = np.zeros((b, n), dtype="int64")
+        mask = np.zeros((b, 1, n, n), dtype="bool")
+        for i, f in enumerate(features):
+            k = len(f["input_ids"])
+            ids[i, :k] = f["input_ids"]
+            labels[i, :k] = f["labels"]
+            pos[i, :k] = f["position_ids"]
+            mask[i, 0, :k, :k] = f["attention_mask"][0]
+            mask[i, 0, range(k, n), range(k, n)] = True
+        return {"input_ids": ids, "labels": labels, "position_ids": pos, "attention_mask": mask}
+
+
+def padding_collator(tokenizer):
+    """Plain batches: right padding (pads after the answer, so every example keeps positions 0..n-1
+    as in a packed sequence) with the attention mask that hides the pads."""
+    from paddlenlp.data import DataCollatorForSeq2Seq
+
+    tokenizer.padding_side = "right"
+    return DataCollatorForSeq2Seq(tokenizer=tokenizer, padding=True, label_pad_token_id=templates.IGNORE,
+                                  return_tensors="np", return_attention_mask=True)
+
+
+def fail_fast(collate):
+    """Wrap a collator so an exception in it ends the process with its traceback. The collator runs
+    in a DataLoader thread; an error there used to leave the main thread waiting forever."""
+
+    def call(features):
+        try:
+            return collate(features)
+        except BaseException:  # noqa: BLE001 - printed, then the process ends: never a silent hang
+            _die("the data collator failed")
+
+    return call
+
+
+NOTE_BYTES = 4096
+_note_fd: int | None = None
+
+
+def reserve_failure_note(run_dir: Path) -> None:
+    """Set aside ``failure.rank<N>.txt`` (4 KB, allocated now) for the one line that says why this
+    rank failed: written in place, it needs no new disk space, so even a full disk keeps it."""
+    global _note_fd
+    rank = os.environ.get("PADDLE_TRAINER_ID", "0")
+    try:
+        fd = os.open(run_dir / f"failure.rank{rank}.txt", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.posix_fallocate(fd, 0, NOTE_BYTES)
+        os.pwrite(fd, b" " * NOTE_BYTES, 0)
+        _note_fd = fd
+    except (OSError, AttributeError):
+        _note_fd = None
+
+
+def note_failure(exc_type, exc, what: str = "") -> None:
+    if _note_fd is None or exc_type is None:
+        return
+    line = "".join(traceback.format_exception_only(exc_type, exc)).strip().splitlines()[-1]
+    text = (f"{what}: {line}" if what else line).encode("utf-8", "replace")[:NOTE_BYTES]
+    try:
+        os.pwrite(_note_fd, text.ljust(NOTE_BYTES), 0)
+    except OSError:
+        pass
+
+
+def drop_failure_note(run_dir: Path) -> None:
+    if _note_fd is not None:
+        os.close(_note_fd)
+        (run_dir / f"failure.rank{os.environ.get('PADDLE_TRAINER_ID', '0')}.txt").unlink(missing_ok=True)
+
+
+def _die(what: str) -> None:
+    note_failure(*sys.exc_info()[:2], what=what)
+    print(f"Error: {what}:", file=sys.stderr)
+    traceback.print_exc()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1)
+
+
+def _thread_failed(args) -> None:
+    """threading.excepthook: any uncaught exception in a helper thread (data loading, a callback's
+    thread) ends the training process instead of leaving it stalled."""
+    if issubclass(args.exc_type, SystemExit):
+        return
+    note_failure(args.exc_type, args.exc_value, what=f"thread {getattr(args.thread, 'name', '?')} failed")
+    print(f"Error: thread {getattr(args.thread, 'name', '?')} failed:", file=sys.stderr)
+    traceback.print_exception(args.exc_type, args.exc_value, args.exc_traceback)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1)
 
 
 def apply_method(model, model_args, flat: dict, family: dict):
@@ -192,6 +314,12 @@ def make_callback(metrics_path: Path, tokens_per_step: float):
                 self._write({"event": "train_begin", "step": state.global_step, "max_steps": state.max_steps,
                              "time": self.t0})
 
+        def on_save(self, args, state, control, **kw):
+            # called once PaddleNLP has written the checkpoint: only now does it count for resume
+            ck = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            if state.is_world_process_zero and ck.is_dir():
+                checkpoints.mark_complete(ck, state.global_step)
+
         def on_step_end(self, args, state, control, **kw):
             if state.global_step >= state.max_steps and args.save_strategy != "no":
                 control.should_save = True  # a checkpoint at the very end, for Continue
@@ -258,7 +386,6 @@ def main(argv: list[str]) -> int:
     import paddle.distributed as dist
 
     logging.getLogger("paddlenlp").setLevel(logging.INFO)
-    from paddlenlp.trainer import get_last_checkpoint
     from paddlenlp.transformers import AutoModelForCausalLM, AutoTokenizer
     from paddlenlp.trl import SFTTrainer
 
@@ -291,23 +418,26 @@ def main(argv: list[str]) -> int:
 
     mean_tokens = sum(len(e["input_ids"]) for e in train_ds) / max(len(train_ds), 1)
     tokens_per_step = mean_tokens * training_args.per_device_train_batch_size * training_args.gradient_accumulation_steps * world
-    from paddlenlp.data import DataCollatorForSeq2Seq
-
-    collator = DataCollatorForSeq2Seq(tokenizer=tokenizer, padding=True, label_pad_token_id=templates.IGNORE,
-                                      return_tensors="np", return_attention_mask=False)
+    if data_args.zero_padding:
+        collator = PackedCollator(tokenizer.pad_token_id)
+    else:
+        collator = padding_collator(tokenizer)
     trainer = SFTTrainer(
         model=model,
         args=training_args,
         train_dataset=train_ds,
         eval_dataset=eval_ds,
         tokenizer=tokenizer,
-        data_collator=collator,
+        data_collator=fail_fast(collator),
         compute_metrics=token_accuracy if eval_ds is not None else None,
         preprocess_logits_for_metrics=argmax_logits if eval_ds is not None else None,
         callbacks=[make_callback(run_dir / "metrics.jsonl", tokens_per_step)],
         data_args=data_args,
     )
-    ckpt = get_last_checkpoint(training_args.output_dir) if resume else None
+    ckpt = None
+    if resume:  # the newest checkpoint whose save finished (a truncated one would fail every time)
+        found = checkpoints.last_complete(Path(training_args.output_dir))
+        ckpt = str(found) if found else None
     trainer.train(resume_from_checkpoint=ckpt)
     trainer.save_model(training_args.output_dir)
     if training_args.should_save:
@@ -325,10 +455,36 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+def die_with_parent() -> None:
+    """Ask the kernel to kill this rank when its launcher dies (even by kill -9): a rank in a process
+    group of its own would otherwise train on as an orphan that no Stop can reach."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    parent = os.getppid()
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the launcher died before the request was in place
+        os._exit(1)
+
+
 if __name__ == "__main__":
+    die_with_parent()
+    import threading
+
+    threading.excepthook = _thread_failed
+    run = Path(sys.argv[1]).resolve().parent
+    reserve_failure_note(run)
     try:
         code = main(sys.argv[1:])
+        if code == 0:
+            drop_failure_note(run)
     except BaseException:  # noqa: BLE001 - print, then leave with a clear non-zero code
+        note_failure(*sys.exc_info()[:2])
         traceback.print_exc()
         sys.stdout.flush()
         sys.stderr.flush()

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -24,12 +25,14 @@ from datetime import datetime
 from pathlib import Path
 
 from core import jobs, system, workspace
+from core.train import checkpoints
 from core.train.config import RunConfig
 
 TRAIN_PY = Path(__file__).resolve().parent / "entry.py"
 ACTIVE = ("queued", "running")
 FINAL = ("succeeded", "failed", "stopped")
 STOP_GRACE = jobs.STOP_GRACE
+WATCH_S = 2.0  # how often the supervisor looks for a stalled run
 
 
 _now = jobs.now
@@ -184,8 +187,50 @@ def kick_queue(key: str) -> str | None:
         return d.name
 
 
+LOW_DISK_BYTES = 1 << 20
+
+
+def failure_notes(d: Path) -> dict[int, str]:
+    """rank -> the line its training entry left in failure.rank<N>.txt when it failed."""
+    out = {}
+    for f in d.glob("failure.rank*.txt"):
+        rank = f.name[len("failure.rank"):-len(".txt")]
+        try:
+            text = f.read_text(encoding="utf-8", errors="replace").strip()
+        except OSError:
+            continue
+        if text and rank.isdigit():
+            out[int(rank)] = text
+    return out
+
+
 def _failure_reason(d: Path, code: int) -> str:
-    """The last error line of rank 0's log (or the launcher's), for status.json."""
+    """Why the launcher ended with ``code``: a signal that killed it, a full disk (the logs may not
+    have room for the error itself), else the last error line of rank 0's log (or the launcher's)."""
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"the launcher was killed ({name}); its rank processes were ended with it"
+    notes = failure_notes(d)
+    if notes:
+        meta = read_json(d / "studio.json", {}) or {}
+        par = meta.get("parallel", {})
+        parts = [f"rank {r}: {text}" for r, text in sorted(notes.items())]
+        if int(par.get("nnodes", 1) or 1) == 1 and not par.get("devices"):
+            silent = [str(r) for r in range(int(par.get("nproc", 1) or 1)) if r not in notes]
+            if silent:
+                parts.insert(0, f"rank {', '.join(silent)} ended without a message (killed, or out of memory)")
+        return "; ".join(parts)[:600]
+    try:
+        st = os.statvfs(d)
+        free = st.f_bavail * st.f_frsize
+    except OSError:
+        free = None
+    if free is not None and free < LOW_DISK_BYTES:
+        return (f"No space left on device: the disk holding {d} is full ({free / 1024:.0f} KB free); "
+                "free some space, then resume (from the last complete checkpoint)")
     for f in [d / "log" / "workerlog.0", d / "launcher.log"]:
         try:
             lines = f.read_text(encoding="utf-8", errors="replace").splitlines()
@@ -198,20 +243,50 @@ def _failure_reason(d: Path, code: int) -> str:
     return f"exit code {code}"
 
 
+def last_activity(d: Path) -> float:
+    """When the run last wrote to its training logs or metrics (the supervisor's own start at the least)."""
+    newest = 0.0
+    for f in [d / "metrics.jsonl", d / "launcher.log", d / "status.json", *(d / "log").glob("workerlog.*")]:
+        try:
+            newest = max(newest, f.stat().st_mtime)
+        except OSError:
+            continue
+    return newest
+
+
 def supervise(d: Path, resume: bool) -> int:
     """Run the launcher to its end and record how it ended (the body of the supervisor process)."""
     meta = read_json(d / "studio.json")
     argv = launch_argv(d, meta["parallel"], resume)
+    for f in d.glob("failure.rank*.txt"):  # an earlier attempt's notes say nothing about this one
+        f.unlink(missing_ok=True)
     with open(d / "launcher.log", "ab") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, cwd=str(d), env=jobs.child_env())
-    write_status(d, pid=proc.pid, pgid=proc.pid, pid_start=jobs.proc_start(proc.pid),
-                 supervisor_pid=os.getpid(), supervisor_start=jobs.proc_start(os.getpid()))
-    code = proc.wait()
+    _write_until_written(d, pid=proc.pid, pgid=proc.pid, pid_start=jobs.proc_start(proc.pid),
+                         supervisor_pid=os.getpid(), supervisor_start=jobs.proc_start(os.getpid()))
+    stall = int(meta["parallel"].get("stall_timeout", 0) or 0)
+    stalled = None
+    while True:
+        try:
+            code = proc.wait(timeout=WATCH_S)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+        quiet = time.time() - last_activity(d)
+        if stall > 0 and quiet > stall and not (d / "stop.request").exists():
+            stalled = quiet
+            jobs.stop_processes({"pid": proc.pid, "pgid": proc.pid, "pid_start": jobs.proc_start(proc.pid)},
+                                STOP_GRACE, also=orphans(d))
+            code = proc.wait()
+            break
     left = orphans(d)  # ranks the launcher left behind (it was killed): end them, they would train on
     if left:
         jobs.stop_processes({}, STOP_GRACE, also=left)
-    if (d / "stop.request").exists():
+    if stalled is not None:
+        state, reason = "failed", (f"no progress for {stalled:.0f} s (nothing new in the training log or metrics; "
+                                   f"stall_timeout is {stall} s): the run was stopped")
+    elif (d / "stop.request").exists():
         state, reason = "stopped", "stopped by the user"
     elif code == 0:
         state, reason = "succeeded", None
@@ -219,9 +294,22 @@ def supervise(d: Path, resume: bool) -> int:
         state, reason = "failed", _failure_reason(d, code)
         if left:
             reason += f" (the launcher ended with {len(left)} rank process(es) still running; they were stopped)"
-    write_status(d, state=state, exit_code=code, reason=reason, finished=_now())
+    _write_until_written(d, state=state, exit_code=code, reason=reason, finished=_now())
     kick_queue(meta["device_key"])
     return 0
+
+
+def _write_until_written(d: Path, tries: int = 120, wait: float = 5.0, **fields) -> None:
+    """The supervisor's last word must reach status.json: on a full disk it retries (every 5 s, up
+    to 10 minutes) instead of dying and leaving the run "running"."""
+    for k in range(tries):
+        try:
+            write_status(d, **fields)
+            return
+        except OSError as e:
+            sys.stderr.write(f"cannot write {d / 'status.json'} ({e.strerror or e}); retrying in {wait:.0f} s\n")
+            sys.stderr.flush()
+            time.sleep(wait)
 
 
 # ---------------------------------------------------------------- stop / resume / continue
@@ -251,8 +339,8 @@ def stop(run_id: str, grace: float = STOP_GRACE) -> dict:
 
 
 def last_checkpoint(d: Path) -> Path | None:
-    ck = [p for p in (d / "output").glob("checkpoint-*") if p.is_dir() and p.name.split("-")[-1].isdigit()]
-    return max(ck, key=lambda p: int(p.name.split("-")[-1])) if ck else None
+    """The newest checkpoint whose save completed (core.train.checkpoints)."""
+    return checkpoints.last_complete(d / "output")
 
 
 def resume(run_id: str) -> dict:
@@ -263,7 +351,13 @@ def resume(run_id: str) -> dict:
         raise ValueError(f"run {run_id} is {st['state']}; stop it first")
     ck = last_checkpoint(d)
     if ck is None:
-        raise ValueError(f"run {run_id} has no checkpoint to resume from")
+        partial = checkpoints.checkpoints(d / "output")
+        raise ValueError(f"run {run_id} has no complete checkpoint to resume from"
+                         + (f" ({', '.join(p.name for p in partial)} did not finish saving)" if partial else ""))
+    max_steps = int((read_json(d / "config.json", {}) or {}).get("max_steps", -1) or -1)
+    if 0 < max_steps <= (checkpoints.step_of(ck) or 0):
+        raise ValueError(f"run {run_id} already trained all {max_steps} steps ({ck.name}); "
+                         f"use continue to train it further")
     _history(d, {"action": "resume", "from": ck.name})
     return start(run_id, resume=True)
 

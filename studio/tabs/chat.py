@@ -40,9 +40,11 @@ def model_choices() -> list[tuple[str, str]]:
 # ---------------------------------------------------------------- requests
 
 
-def gen_params(temperature, top_p, top_k, repetition_penalty, max_tokens, seed) -> dict:
+def gen_params(temperature, top_p, top_k, repetition_penalty, max_tokens, seed, ignore_eos=False) -> dict:
     p = {"temperature": float(temperature or 0), "top_p": float(top_p or 1), "top_k": int(top_k or 0),
          "repetition_penalty": float(repetition_penalty or 1), "max_tokens": int(max_tokens or 64)}
+    if ignore_eos:
+        p["ignore_eos"] = True
     if seed is not None and str(seed).strip() != "" and int(seed) >= 0:
         p["seed"] = int(seed)
     return p
@@ -180,6 +182,8 @@ def build_chat_tab(ctx):
                 max_tokens = tr(gr.Number(64, precision=0, minimum=1, maximum=512, label=ctx.text("chat.max_tokens"),
                                           elem_id="chat-max-tokens"), "chat.max_tokens")
                 seed = tr(gr.Number(-1, precision=0, label=ctx.text("chat.seed")), "chat.seed")
+            ignore_eos = tr(gr.Checkbox(False, label=ctx.text("chat.ignore_eos"), elem_id="chat-ignore-eos"),
+                            "chat.ignore_eos")
         with gr.Row():
             chat_a = gr.Chatbot(height=320, elem_id="chat-a", show_label=False)
             chat_b = gr.Chatbot(height=320, elem_id="chat-b", show_label=False)
@@ -194,7 +198,7 @@ def build_chat_tab(ctx):
         with tr(gr.Accordion(ctx.text("chat.api"), open=False), "chat.api"):
             api = gr.Code(language="shell", interactive=False, elem_id="chat-api")
     lang = ctx.lang
-    settings = [system, temperature, top_p, top_k, rep, max_tokens, seed]
+    settings = [system, temperature, top_p, top_k, rep, max_tokens, seed, ignore_eos]
 
     def describe(a, b, lg):
         lines = []
@@ -222,7 +226,7 @@ def build_chat_tab(ctx):
                 unload(key)
         return describe(a, b, lg)
 
-    def send_fn(text, ha, hb, a, b, sys_, temp, tp, tk, rp, mt, sd, lg, request: gr.Request):
+    def send_fn(text, ha, hb, a, b, sys_, temp, tp, tk, rp, mt, sd, ie, lg, request: gr.Request):
         ha, hb = plain(ha), plain(hb)
         text = (text or "").strip()
         if not text:
@@ -232,7 +236,7 @@ def build_chat_tab(ctx):
         if wa is None:
             yield ha, hb, t("chat.load_first", lg), gr.skip(), gr.skip()
             return
-        params = gen_params(temp, tp, tk, rp, mt, sd)
+        params = gen_params(temp, tp, tk, rp, mt, sd, ie)
         ha.append({"role": "user", "content": text})
         if wb is not None:
             hb.append({"role": "user", "content": text})
@@ -240,7 +244,7 @@ def build_chat_tab(ctx):
         for xa, xb, n in stream_both(request.session_hash, [ha, hb], [wa, wb], sys_, params, lg):
             yield xa, xb, n, "", snippet
 
-    def regen_fn(ha, hb, a, b, sys_, temp, tp, tk, rp, mt, sd, lg, request: gr.Request):
+    def regen_fn(ha, hb, a, b, sys_, temp, tp, tk, rp, mt, sd, ie, lg, request: gr.Request):
         ha, hb = plain(ha), plain(hb)
         last = next((m["content"] for m in reversed(ha) if m["role"] == "user"), None)
         for h in (ha, hb):
@@ -248,7 +252,7 @@ def build_chat_tab(ctx):
                 h.pop()
             if h and h[-1]["role"] == "user":
                 h.pop()
-        yield from send_fn(last, ha, hb, a, b, sys_, temp, tp, tk, rp, mt, sd, lg, request)
+        yield from send_fn(last, ha, hb, a, b, sys_, temp, tp, tk, rp, mt, sd, ie, lg, request)
 
     def stop_fn(request: gr.Request):
         stop_session(request.session_hash)

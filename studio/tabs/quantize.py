@@ -6,6 +6,7 @@ result there.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import gradio as gr
@@ -101,6 +102,7 @@ def build_quantize_tab(ctx, chat_model):
             plot_size = gr.Plot(elem_id="quant-plot-size", show_label=False)
             plot_quality = gr.Plot(elem_id="quant-plot-quality", show_label=False)
         result = gr.State(None)
+        to_chat_tab = gr.Textbox(visible=False)  # set by "open in Chat": the page then shows the Chat tab
         started = gr.State(None)
         panel = JobPanel(ctx, "quantize", "quant", [report, plot_size, plot_quality, result, open_chat], job_result)
     lang = ctx.lang
@@ -120,14 +122,14 @@ def build_quantize_tab(ctx, chat_model):
     def to_chat(out):
         from studio.tabs.chat import model_choices as chat_choices
 
-        return gr.update(choices=chat_choices(), value=f"model:{out}"), gr.Tabs(selected="chat")
+        return gr.update(choices=chat_choices(), value=f"model:{out}"), f"{out} {time.time()}"
 
     preset.change(preset_text, inputs=preset, outputs=desc, show_progress="hidden")
     model.change(suggest, inputs=[model, preset], outputs=name, show_progress="hidden")
     preset.change(suggest, inputs=[model, preset], outputs=name, show_progress="hidden")
     run.click(start, inputs=[model, preset, data, steps, limit, name, lang], outputs=[note, started]).then(
         panel.follow, inputs=[started, lang], outputs=[panel.job, *panel.outputs])
-    open_chat.click(to_chat, inputs=result, outputs=[chat_model, ctx.tabs])
+    ctx.go_to(open_chat.click(to_chat, inputs=result, outputs=[chat_model, to_chat_tab]), "chat", to_chat_tab)
 
     def lists(lg):
         return gr.update(choices=model_choices()), gr.update(choices=data_choices(lg))

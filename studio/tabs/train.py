@@ -165,6 +165,7 @@ def build_train_tab(ctx):
         # inside the Tab: a component directly under gr.Tabs shifts the index every later tab
         # registers under (the next tab's label overwrote another's and the page froze)
         started = gr.State(None)  # the run id this browser started last (the Runs tab follows it)
+        to_runs = gr.Textbox(visible=False)  # set when a run started: the page then shows the Runs tab
 
     lang = ctx.lang
 
@@ -204,14 +205,14 @@ def build_train_tab(ctx):
         cfg = values_to_config(spec, name, list(values))
         problems = config.check(cfg)
         if problems:
-            return check_markdown(cfg, lg), gr.skip(), gr.skip()
+            return check_markdown(cfg, lg), None, ""
         try:
             run_id = runs.create(cfg)
             st = runs.start(run_id)
         except Exception as e:  # noqa: BLE001 - show it, never crash the page
-            return t("error.prefix", lg) + t("error.unexpected", lg, detail=str(e)), gr.skip(), gr.skip()
+            return t("error.prefix", lg) + t("error.unexpected", lg, detail=str(e)), None, ""
         msg = t("train.started", lg, run=run_id, state=t(f"state.{st['state']}", lg), dir=str(runs.run_dir(run_id)))
-        return msg, run_id, gr.Tabs(selected="runs")
+        return msg, run_id, run_id
 
     inputs = [run_name, lang, *widgets]
     for w in [run_name, *widgets]:
@@ -219,7 +220,7 @@ def build_train_tab(ctx):
     load_preset_btn.click(load_preset, inputs=[preset, lang], outputs=[run_name, *widgets, preset_desc])
     save_btn.click(save, inputs=inputs, outputs=[start_msg, saved])
     load_btn.click(load_saved, inputs=[saved, lang], outputs=[run_name, *widgets])
-    start_btn.click(start, inputs=inputs, outputs=[start_msg, started, ctx.tabs])
+    ctx.go_to(start_btn.click(start, inputs=inputs, outputs=[start_msg, started, to_runs]), "runs", to_runs)
 
     def on_load(name, lg):
         return [*load_preset(name, lg), gr.update(choices=saved_configs())]

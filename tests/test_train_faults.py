@@ -1,0 +1,143 @@
+"""A run never hangs silently: a collator that raises (it runs in a DataLoader thread) fails the run
+with its error, a run that stops making progress is failed by the supervisor's watchdog; either way
+no process of the run is left. Faults are injected into the rank processes only, through a
+sitecustomize on PYTHONPATH that patches PaddleNLP's collator (the studio's code is untouched)."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from core.train import checkpoints, runs
+from tests.test_runs import ROOT, processes_of, small_config, wait_for, ws  # noqa: F401 - ws is a fixture
+
+pytestmark = pytest.mark.slow
+
+FAULTS = {
+    "raise": "raise ValueError('injected collator fault')",
+    "hang": "time.sleep(10_000)",
+}
+
+
+def inject(tmp_path, fault: str) -> dict:
+    d = tmp_path / f"inject-{fault}"
+    d.mkdir()
+    (d / "sitecustomize.py").write_text(
+        "import sys, time\n"
+        "if sys.argv and sys.argv[0].endswith('entry.py'):\n"
+        "    from paddlenlp.data import DataCollatorForSeq2Seq\n"
+        "    def broken(self, features, return_tensors=None):\n"
+        f"        {FAULTS[fault]}\n"
+        "    DataCollatorForSeq2Seq.__call__ = broken\n")
+    return {"PYTHONPATH": os.pathsep.join([str(d), str(ROOT)])}
+
+
+def start(ws, cfg, env, *extra):
+    r = subprocess.run([sys.executable, "-m", "core.cli", "train", str(cfg), "--detach", "--json", *extra],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PADDLE_STUDIO_HOME": str(ws), **env})
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)["run_id"]
+
+
+def test_collator_error_fails_the_run_with_its_message(ws, tmp_path, monkeypatch):
+    monkeypatch.setenv("PADDLE_STUDIO_HOME", str(ws))
+    run_id = start(ws, small_config(ws, tmp_path / "c.json", max_steps=20), inject(tmp_path, "raise"))
+    t0 = time.time()
+    wait_for(lambda: runs.status(run_id)["state"] == "failed", 60, 0.2)
+    took = time.time() - t0
+    st = runs.status(run_id)
+    assert st["reason"] == "rank 0: the data collator failed: ValueError: injected collator fault", st
+    assert took < 30, took
+    wait_for(lambda: not processes_of(runs.run_dir(run_id)), 10)
+    log = (runs.run_dir(run_id) / "log" / "workerlog.0").read_text()
+    assert "the data collator failed" in log and "Traceback" in log
+
+
+def test_a_run_without_progress_is_failed_by_the_watchdog(ws, tmp_path, monkeypatch):
+    monkeypatch.setenv("PADDLE_STUDIO_HOME", str(ws))
+    run_id = start(ws, small_config(ws, tmp_path / "h.json", max_steps=20), inject(tmp_path, "hang"),
+                   "--stall-timeout", "8")
+    d = runs.run_dir(run_id)
+    assert json.loads((d / "studio.json").read_text())["parallel"]["stall_timeout"] == 8
+    wait_for(lambda: runs.status(run_id)["state"] == "failed", 90, 0.2)
+    st = runs.status(run_id)
+    assert st["reason"].startswith("no progress for ") and "stall_timeout is 8 s" in st["reason"], st
+    wait_for(lambda: not processes_of(d), 10)
+    assert "loss" not in (d / "metrics.jsonl").read_text() if (d / "metrics.jsonl").is_file() else True
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 24 MB file system of its own (tmpfs; needs root and mount rights, else the test is skipped)."""
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if r.returncode:
+        pytest.skip(f"cannot mount a small file system here: {r.stderr.strip() or r.returncode}")
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def test_full_disk_mid_run_then_resume_from_the_last_complete_checkpoint(small_disk, demo_home, tmp_path, monkeypatch):
+    """The disk fills while a checkpoint is written: the run fails with the reason (its status is
+    written once there is room again), the cut checkpoint never counts, and resume goes on from
+    the newest complete one to the end."""
+    home = small_disk / "ws"
+    (home / "models").mkdir(parents=True)
+    (home / "datasets").mkdir()
+    (home / "models" / "demo-base").symlink_to(demo_home / "models" / "demo-base")
+    (home / "datasets" / "demo").symlink_to(demo_home / "datasets" / "demo")
+    monkeypatch.setenv("PADDLE_STUDIO_HOME", str(home))
+    cfg = small_config(home, tmp_path / "disk.json", max_steps=40, save_steps=4, save_total_limit=100)
+    run_id = start(home, cfg, {})
+    d = runs.run_dir(run_id)
+    wait_for(lambda: (d / "output" / "checkpoint-4" / "studio_checkpoint.json").is_file(), 120, 0.05)
+    free = os.statvfs(small_disk)
+    filler = small_disk / "filler"
+    with open(filler, "wb") as f:  # leave ~64 KB: the next checkpoint cannot be written whole
+        f.write(b"\0" * max(0, free.f_bavail * free.f_frsize - 64 * 1024))
+    wait_for(lambda: not [p for p in processes_of(d) if "entry.py" in " ".join(p.cmdline())
+                          and "paddle.distributed.launch" not in p.cmdline()], 120, 0.2)
+    t_dead = time.time()
+    filler.unlink()  # room again: the supervisor's retried status write lands
+    wait_for(lambda: runs.status(run_id)["state"] == "failed", 30, 0.2)
+    st = runs.status(run_id)
+    assert "No space left on device" in st["reason"], st
+    wait_for(lambda: not processes_of(d), 15)
+    done = runs.last_checkpoint(d)
+    cut = [c for c in (d / "output").glob("checkpoint-*") if not (c / "studio_checkpoint.json").is_file()]
+    assert done is not None and all(int(c.name.split("-")[1]) > int(done.name.split("-")[1]) for c in cut)
+    lost = max(json.loads(l)["step"] for l in (d / "metrics.jsonl").read_text().splitlines() if '"loss"' in l) \
+        - int(done.name.split("-")[1])
+    assert 0 <= lost <= 4 + 1, lost  # at most one save interval (+ the step being saved)
+    print(f"full disk: run failed {time.time() - t_dead:.1f} s after room was made; steps lost {lost} (save every 4)")
+    runs.resume(run_id)
+    wait_for(lambda: runs.status(run_id)["state"] == "succeeded", 180, 0.5)
+    recs = [json.loads(l) for l in (d / "metrics.jsonl").read_text().splitlines()]
+    assert max(r["step"] for r in recs if "loss" in r) == 40
+    begins = [r for r in recs if r.get("event") == "train_begin"]
+    assert begins[-1]["step"] == int(done.name.split("-")[1])  # resumed where the complete checkpoint was
+    with pytest.raises(ValueError, match="already trained all 40 steps"):  # nothing left to resume
+        runs.resume(run_id)
+
+
+def test_resume_refuses_cut_checkpoints_and_finished_runs(ws, tmp_path, monkeypatch):
+    monkeypatch.setenv("PADDLE_STUDIO_HOME", str(ws))
+    run_id = start(ws, small_config(ws, tmp_path / "r.json", max_steps=8, save_steps=4), {})
+    wait_for(lambda: runs.status(run_id)["state"] == "succeeded", 180, 0.3)
+    d = runs.run_dir(run_id)
+    assert [c.name for c in checkpoints.checkpoints(d / "output")] == ["checkpoint-4", "checkpoint-8"]
+    with pytest.raises(ValueError, match="already trained all 8 steps"):
+        runs.resume(run_id)
+    # a save cut short: a file of another size than the marker says
+    state = next((d / "output" / "checkpoint-8").glob("*.pdparams"))
+    state.write_bytes(state.read_bytes()[: state.stat().st_size // 2])
+    assert runs.last_checkpoint(d).name == "checkpoint-4"
+    for c in ("checkpoint-4", "checkpoint-8"):
+        (d / "output" / c / "studio_checkpoint.json").unlink()
+    with pytest.raises(ValueError, match="no complete checkpoint to resume from .checkpoint-4, checkpoint-8 did not"):
+        runs.resume(run_id)
