@@ -1,5 +1,5 @@
 """Steps/s of the demo LoRA preset launched through the studio (supervisor + paddle.distributed.launch)
-divided by steps/s of the same config trained directly in one process (`python core/train.py`).
+divided by steps/s of the same config trained directly in one process (`python core/train/entry.py`).
 
 Both runs use the same config.json; speed is (last step - step 10) / (time between them) read
 from each run's metrics.jsonl, so start-up is excluded from both. Goal >= 0.98.
@@ -45,7 +45,7 @@ def main() -> None:
     direct.mkdir()
     (direct / "config.json").write_text(json.dumps({**flat, "output_dir": str(direct / "output")}))
     with open(direct / "log.txt", "wb") as log:
-        subprocess.run([sys.executable, str(ROOT / "core" / "train.py"), str(direct / "config.json")], cwd=direct,
+        subprocess.run([sys.executable, str(ROOT / "core" / "train" / "entry.py"), str(direct / "config.json")], cwd=direct,
                        stdout=log, stderr=subprocess.STDOUT, check=True)
     cfg_path = tmp / "bench.json"
     cfg_path.write_text(json.dumps(flat))

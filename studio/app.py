@@ -141,15 +141,22 @@ def watch_pickers(ctx: Ctx) -> None:
     timer = gr.Timer(WATCH_TICK)
 
     def refresh(old, *values, force=False):
+        # old: (workspace signature, what each output was last sent). Only an output whose update
+        # differs goes to the page: re-sending the same choices every time a job writes its progress
+        # reset a dropdown a person was typing into.
         new = catalog.signature()
-        if not force and new == old:
+        last_sig, sent = old if isinstance(old, tuple) and len(old) == 2 else (None, None)
+        if not force and new == last_sig:
             return [gr.skip()] * (1 + len(outputs))
         by_id = {id(c): v for c, v in zip(inputs, values)}
-        out = [new]
+        fresh = []
         for fn, ins, outs in ctx.pickers:
             res = fn(*(by_id[id(c)] for c in ins))
-            out += list(res) if isinstance(res, (list, tuple)) else [res]
-        return out
+            fresh += list(res) if isinstance(res, (list, tuple)) else [res]
+        keys = [repr(u) for u in fresh]
+        if force or sent is None:
+            return [(new, keys), *fresh]
+        return [(new, keys), *(gr.skip() if k == s_ else u for u, k, s_ in zip(fresh, keys, sent))]
 
     timer.tick(refresh, inputs=[sig, *inputs], outputs=[sig, *outputs], show_progress="hidden", concurrency_limit=None)
     ctx.on_load.append((lambda old, *v: refresh(old, *v, force=True), [sig, *inputs], [sig, *outputs]))

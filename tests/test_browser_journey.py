@@ -49,16 +49,25 @@ def pick(page, elem_id: str, label: str, timeout: float = 30) -> None:
     deadline = time.time() + timeout
     while True:
         box.click()
-        box.fill(label)
+        box.fill("")  # the whole list, as a person sees it on opening the dropdown
         opt = page.get_by_role("option", name=label, exact=True)
         try:
             opt.wait_for(timeout=1500)
             opt.click()
             return
-        except Exception:  # noqa: BLE001 - not offered yet
+        except Exception:  # noqa: BLE001 - not offered yet (or the list is long): narrow it by typing
+            try:
+                box.fill(label)
+                opt.wait_for(timeout=1500)
+                opt.click()
+                return
+            except Exception:  # noqa: BLE001 - not offered yet
+                pass
             page.keyboard.press("Escape")
             if time.time() > deadline:
                 box.click()
+                box.fill("")
+                time.sleep(1)
                 offered = page.evaluate("() => [...document.querySelectorAll('[role=option]')].map(e => e.innerText)")
                 raise AssertionError(f"{label!r} was never offered in #{elem_id}; offered: {offered}")
 
@@ -99,7 +108,7 @@ def shot_zh(page, name: str, wait_for: str) -> None:
     """The same view in Chinese (a screenshot when asked), then back to English; every tab's
     label follows both switches, whatever happened in the page before."""
     page.get_by_label("中文").check()
-    page.get_by_text(wait_for).first.wait_for(timeout=10000)
+    page.locator(f"text={wait_for} >> visible=true").first.wait_for(timeout=10000)
     for lang in ("zh", "en"):
         deadline = time.time() + 10
         while tab_names(page) != TAB_NAMES[lang]:

@@ -216,10 +216,12 @@ def test_kill9_launcher_or_supervisor_leaves_no_rank_and_no_stalled_queue(ws, tm
     ranks = [p for p in processes_of(d)
              if "entry.py" in " ".join(p.cmdline()) and "paddle.distributed.launch" not in p.cmdline()]
     assert len(ranks) == 2 and all(os.getpgid(p.pid) != st["pgid"] for p in ranks)
+    t_kill = time.time()
     os.kill(st["pid"], 9)  # the launcher
-    wait_for(lambda: runs.status(run_id)["state"] == "failed", 30)
     gone, left = psutil.wait_procs(ranks, timeout=15)
     assert not left, [p.cmdline() for p in left]
+    t_ranks = time.time() - t_kill
+    wait_for(lambda: runs.status(run_id)["state"] == "failed", 30)
     assert not processes_of(d)
     assert "launcher was killed (SIGKILL)" in runs.status(run_id)["reason"]
 
@@ -231,9 +233,12 @@ def test_kill9_launcher_or_supervisor_leaves_no_rank_and_no_stalled_queue(ws, tm
     assert runs.status(second)["state"] == "queued"
     wait_for(lambda: runs.status(first).get("pid"), 60)
     st = runs.status(first)
+    t_kill = time.time()
     os.kill(st["supervisor_pid"], 9)
     os.killpg(st["pgid"], 9)  # and the launcher with it (as a machine-wide kill would)
     wait_for(lambda: runs.status(first)["state"] == "failed", 30)  # status() notices, ends the ranks, kicks the queue
     wait_for(lambda: runs.status(second)["state"] in ("running", "succeeded"), 30)
+    print(f"kill -9 launcher: ranks gone {t_ranks:.2f} s later; kill -9 supervisor: queued run started "
+          f"{time.time() - t_kill:.2f} s later")
     wait_for(lambda: runs.status(second)["state"] == "succeeded", 180)
     wait_for(lambda: not processes_of(runs.run_dir(first)), 15)

@@ -141,3 +141,43 @@ def test_resume_refuses_cut_checkpoints_and_finished_runs(ws, tmp_path, monkeypa
         (d / "output" / c / "studio_checkpoint.json").unlink()
     with pytest.raises(ValueError, match="no complete checkpoint to resume from .checkpoint-4, checkpoint-8 did not"):
         runs.resume(run_id)
+
+
+def test_read_only_or_full_workspace_and_busy_port_are_one_line_messages(small_disk, demo_home, tmp_path):
+    """`data import` and `train` on a read-only workspace, `data import` on a full one, `ui` on a busy
+    port: exit 2 and one line naming the problem, no traceback, nothing half-written."""
+    import socket
+
+    home = small_disk / "ws"
+    (home / "models").mkdir(parents=True)
+    (home / "models" / "demo-base").symlink_to(demo_home / "models" / "demo-base")
+    (home / "datasets").mkdir()
+    (home / "datasets" / "demo").symlink_to(demo_home / "datasets" / "demo")
+    cfg = small_config(home, tmp_path / "ro.json", max_steps=4)
+    data = demo_home / "datasets" / "demo" / "dev.json"
+    env = {**os.environ, "PADDLE_STUDIO_HOME": str(home)}
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "core.cli", *args], cwd=ROOT, capture_output=True, text=True,
+                              env=env, timeout=120)
+
+    assert subprocess.run(["mount", "-o", "remount,ro", str(small_disk)]).returncode == 0
+    try:
+        for args in (("data", "import", str(data), "--name", "d1"), ("train", str(cfg), "--detach")):
+            r = cli(*args)
+            assert r.returncode == 2 and "Traceback" not in r.stderr, (args, r.stderr)
+            assert "read-only file system" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    finally:
+        subprocess.run(["mount", "-o", "remount,rw", str(small_disk)])
+    free = os.statvfs(small_disk)
+    (small_disk / "filler").write_bytes(b"\0" * (free.f_bavail * free.f_frsize))
+    r = cli("data", "import", str(data), "--name", "d2")
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "disk is full" in r.stderr, r.stderr
+    assert not [p for p in (home / "datasets").iterdir() if p.name not in ("demo",)], list((home / "datasets").iterdir())
+    (small_disk / "filler").unlink()
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        r = cli("ui", "--port", str(s.getsockname()[1]))
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "already in use" in r.stderr, r.stderr

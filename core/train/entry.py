@@ -321,7 +321,8 @@ def make_callback(metrics_path: Path, tokens_per_step: float):
                 checkpoints.mark_complete(ck, state.global_step)
 
         def on_step_end(self, args, state, control, **kw):
-            if state.global_step >= state.max_steps and args.save_strategy != "no":
+            strategy = getattr(args.save_strategy, "value", args.save_strategy)  # an IntervalStrategy, not a str
+            if state.global_step >= state.max_steps and strategy != "no":
                 control.should_save = True  # a checkpoint at the very end, for Continue
 
         def on_log(self, args, state, control, logs=None, **kw):
