@@ -49,27 +49,30 @@ def pick(page, elem_id: str, label: str, timeout: float = 30) -> None:
     deadline = time.time() + timeout
     while True:
         box.click()
-        box.fill("")  # the whole list, as a person sees it on opening the dropdown
+        box.fill("")  # the dropdown filters on input events: typing the same text again would not
+        box.fill(label)  # re-filter choices that arrived since (a person edits the text, too)
         opt = page.get_by_role("option", name=label, exact=True)
         try:
             opt.wait_for(timeout=1500)
             opt.click()
             return
-        except Exception:  # noqa: BLE001 - not offered yet (or the list is long): narrow it by typing
-            try:
-                box.fill(label)
-                opt.wait_for(timeout=1500)
-                opt.click()
-                return
-            except Exception:  # noqa: BLE001 - not offered yet
-                pass
-            page.keyboard.press("Escape")
-            if time.time() > deadline:
-                box.click()
-                box.fill("")
-                time.sleep(1)
-                offered = page.evaluate("() => [...document.querySelectorAll('[role=option]')].map(e => e.innerText)")
-                raise AssertionError(f"{label!r} was never offered in #{elem_id}; offered: {offered}")
+        except Exception:  # noqa: BLE001 - not found by typing: pick it from the whole list
+            pass
+        try:
+            box.fill("")
+            alt = page.locator("[role=option]", has_text=label).first
+            alt.wait_for(state="attached", timeout=1500)
+            alt.click(force=True, timeout=1500)
+            return
+        except Exception:  # noqa: BLE001 - not offered yet
+            pass
+        page.keyboard.press("Escape")
+        if time.time() > deadline:
+            box.click()
+            box.fill("")
+            time.sleep(1)
+            offered = page.evaluate("() => [...document.querySelectorAll('[role=option]')].map(e => e.innerText)")
+            raise AssertionError(f"{label!r} was never offered in #{elem_id}; offered: {offered}")
 
 
 def wait_for_value(page, selector: str, value: str, timeout: float = 15) -> None:
