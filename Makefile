@@ -7,7 +7,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 7860
 export PADDLE_STUDIO_HOME ?= $(CURDIR)/workspace
 
-.PHONY: setup demo run test test-fast bench clean
+.PHONY: setup demo run test test-journey test-fast bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,7 +25,10 @@ run: demo
 	$(BIN)/paddle-studio ui --host $(HOST) --port $(PORT)
 
 test: setup
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -m "not journey"
+
+test-journey: setup
+	$(BIN)/python -m pytest -m journey
 
 test-fast: setup
 	$(BIN)/python -m pytest -m "not browser and not slow"
