@@ -167,60 +167,56 @@ def fail_fast(collate):
 
 
 NOTE_BYTES = 4096
-_note_fd: int | None = None
+_note: tuple[int, Path] | None = None  # (fd, path) of this rank's reserved failure note
 
 
 def reserve_failure_note(run_dir: Path) -> None:
     """Set aside ``failure.rank<N>.txt`` (4 KB, allocated now) for the one line that says why this
     rank failed: written in place, it needs no new disk space, so even a full disk keeps it."""
-    global _note_fd
-    rank = os.environ.get("PADDLE_TRAINER_ID", "0")
+    global _note
+    path = run_dir / f"failure.rank{os.environ.get('PADDLE_TRAINER_ID', '0')}.txt"
     try:
-        fd = os.open(run_dir / f"failure.rank{rank}.txt", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         os.posix_fallocate(fd, 0, NOTE_BYTES)
         os.pwrite(fd, b" " * NOTE_BYTES, 0)
-        _note_fd = fd
+        _note = (fd, path)
     except (OSError, AttributeError):
-        _note_fd = None
+        _note = None
 
 
-def note_failure(exc_type, exc, what: str = "") -> None:
-    if _note_fd is None or exc_type is None:
-        return
-    line = "".join(traceback.format_exception_only(exc_type, exc)).strip().splitlines()[-1]
-    text = (f"{what}: {line}" if what else line).encode("utf-8", "replace")[:NOTE_BYTES]
-    try:
-        os.pwrite(_note_fd, text.ljust(NOTE_BYTES), 0)
-    except OSError:
-        pass
+def drop_failure_note() -> None:
+    if _note is not None:
+        os.close(_note[0])
+        _note[1].unlink(missing_ok=True)
 
 
-def drop_failure_note(run_dir: Path) -> None:
-    if _note_fd is not None:
-        os.close(_note_fd)
-        (run_dir / f"failure.rank{os.environ.get('PADDLE_TRAINER_ID', '0')}.txt").unlink(missing_ok=True)
-
-
-def _die(what: str) -> None:
-    note_failure(*sys.exc_info()[:2], what=what)
-    print(f"Error: {what}:", file=sys.stderr)
-    traceback.print_exc()
+def _end_rank(exc_type, exc, tb, what: str = "") -> None:
+    """Leave the rank at once: the error's last line into the failure note, the traceback to the log."""
+    if _note is not None and exc_type is not None:
+        line = "".join(traceback.format_exception_only(exc_type, exc)).strip().splitlines()[-1]
+        text = (f"{what}: {line}" if what else line).encode("utf-8", "replace")[:NOTE_BYTES]
+        try:
+            os.pwrite(_note[0], text.ljust(NOTE_BYTES), 0)
+        except OSError:
+            pass
+    if what:
+        print(f"Error: {what}:", file=sys.stderr)
+    traceback.print_exception(exc_type, exc, tb)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(1)
+
+
+def _die(what: str) -> None:
+    _end_rank(*sys.exc_info(), what=what)
 
 
 def _thread_failed(args) -> None:
     """threading.excepthook: any uncaught exception in a helper thread (data loading, a callback's
     thread) ends the training process instead of leaving it stalled."""
-    if issubclass(args.exc_type, SystemExit):
-        return
-    note_failure(args.exc_type, args.exc_value, what=f"thread {getattr(args.thread, 'name', '?')} failed")
-    print(f"Error: thread {getattr(args.thread, 'name', '?')} failed:", file=sys.stderr)
-    traceback.print_exception(args.exc_type, args.exc_value, args.exc_traceback)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(1)
+    if not issubclass(args.exc_type, SystemExit):
+        _end_rank(args.exc_type, args.exc_value, args.exc_traceback,
+                  what=f"thread {getattr(args.thread, 'name', '?')} failed")
 
 
 def apply_method(model, model_args, flat: dict, family: dict):
@@ -478,18 +474,13 @@ if __name__ == "__main__":
     import threading
 
     threading.excepthook = _thread_failed
-    run = Path(sys.argv[1]).resolve().parent
-    reserve_failure_note(run)
+    reserve_failure_note(Path(sys.argv[1]).resolve().parent)
     try:
         code = main(sys.argv[1:])
         if code == 0:
-            drop_failure_note(run)
-    except BaseException:  # noqa: BLE001 - print, then leave with a clear non-zero code
-        note_failure(*sys.exc_info()[:2])
-        traceback.print_exc()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(1)
+            drop_failure_note()
+    except BaseException:  # noqa: BLE001 - noted and printed, then leave with a clear non-zero code
+        _end_rank(*sys.exc_info())
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)  # gloo can abort (-6) in its shutdown path; leave cleanly instead
