@@ -114,6 +114,13 @@ def activity() -> list[dict]:
     return rows
 
 
+def reconcile() -> list[str]:
+    """Settle every run and job whose supervisor vanished and start what waits in the queue (the
+    studio does this every few seconds, page open or not); returns the runs started."""
+    jobs.list_jobs()  # reading a job's status settles it
+    return _runs.reconcile()
+
+
 def stop(item_id: str) -> dict:
     """Stop a run or a job by its id (the same Stop for both)."""
     if (workspace.runs_dir() / item_id / "studio.json").is_file():

@@ -142,23 +142,19 @@ def cmd_data_list(a) -> int:
 
 def _load_run_config(path: str, name: str | None = None):
     """A PaddleNLP argument JSON, a run preset file, or a preset name -> RunConfig."""
-    import json
-    from pathlib import Path
-
     from core.train import config
 
-    p = Path(path)
-    if not p.is_file() and (config.PRESETS_DIR / "runs" / f"{path}.json").is_file():
-        cfg = config.load_preset(path)
+    return config.load_run_file(path, name)
+
+
+def _file_problems(e, as_json: bool) -> int:
+    """A config file refused before any check of its values: every problem, exit 1."""
+    if as_json:
+        _print_json({"ok": False, "problems": e.problems})
     else:
-        d = json.loads(p.read_text(encoding="utf-8"))
-        if "method" in d and "config" in d and p.parent.name == "runs":
-            cfg = config.load_preset(p.stem)
-        else:  # a PaddleNLP argument JSON; the studio's saved configs add their launch settings
-            cfg = config.from_saved(d, p.stem)
-    if name:
-        cfg.name = name
-    return cfg
+        for p in e.problems:
+            sys.stderr.write(f"paddle-studio: {e.path}: {p['field'] or '-'}: {p['message']}\n")
+    return 1
 
 
 def _apply_parallel(cfg, a) -> None:
@@ -180,7 +176,10 @@ def _apply_parallel(cfg, a) -> None:
 def cmd_config_check(a) -> int:
     from core.train import config
 
-    cfg = _load_run_config(a.config)
+    try:
+        cfg = _load_run_config(a.config)
+    except config.FileProblems as e:
+        return _file_problems(e, a.json)
     problems = config.check(cfg)
     if a.json:
         _print_json({"ok": not problems, "problems": [{**p, "message": config.check_message(p)} for p in problems]})
@@ -227,7 +226,10 @@ def cmd_train(a) -> int:
     from core.train import config
     from core.train import runs
 
-    cfg = _load_run_config(a.config, a.name)
+    try:
+        cfg = _load_run_config(a.config, a.name)
+    except config.FileProblems as e:
+        return _file_problems(e, a.json)
     _apply_parallel(cfg, a)
     problems = config.check(cfg)
     if problems:

@@ -37,6 +37,10 @@ class Ctx:
     # workspace pickers: (fn, inputs, outputs) refreshed on page load, when their tab is selected
     # and whenever the workspace changes (a dataset, run, model or job appears or finishes)
     pickers: list = field(default_factory=list)
+    # every gr.Tab (in order) and the live-view timers with the tab they belong to: a timer ticks
+    # only while its tab is shown (13 ticks a second on every tab made the page crawl on 2 cores)
+    tab_list: list = field(default_factory=list)
+    timers: list = field(default_factory=list)
 
     def picker(self, tab, fn, inputs, outputs):
         """Register ``fn(*inputs) -> updates of outputs`` as the refresh of some workspace choices."""
@@ -53,9 +57,37 @@ class Ctx:
                    js=f"(v) => {{ if (v) setTimeout(() => document.getElementById('tab-{tab_id}-button')?.click(), 600); }}")
 
     def tr(self, component, key: str, attr: str = "label", fmt: str = "{}"):
-        """Register ``component`` so its ``attr`` follows the language switch; returns it."""
+        """Register ``component`` so its ``attr`` follows the language switch; returns it. A gr.Tab
+        registered here becomes the tab that later timers (``live``) belong to."""
         self.texts.append((component, attr, lambda lang: fmt.format(t(key, lang))))
+        if isinstance(component, gr.Tab):
+            self.tab_list.append((component, key))
         return component
+
+    def live(self, seconds: float, gated: bool = True) -> gr.Timer:
+        """A timer of the tab being built, ticking only while that tab is shown (``gated``)."""
+        timer = gr.Timer(seconds, active=not gated)
+        if gated:
+            self.timers.append((self.tab_list[-1][0] if self.tab_list else None, timer))
+        return timer
+
+    def watch(self, seconds: float, probe, probe_inputs, render, inputs, outputs, gated: bool = True):
+        """Every ``seconds`` the timer asks ``probe(*probe_inputs)`` for a cheap signature (one tiny
+        output); only when it changed does ``render(*inputs)`` update ``outputs``. A tick whose
+        event lists many outputs costs the page a walk over all of them even when every output is
+        skipped (it kept chromium's renderer near a full core), so ticks carry one State only."""
+        timer = self.live(seconds, gated)
+        seen = gr.State(None)
+
+        def tick(old, *values):
+            new = probe(*values)
+            return gr.skip() if new == old else new
+
+        timer.tick(tick, inputs=[seen, *probe_inputs], outputs=[seen], show_progress="hidden",
+                   concurrency_limit=None)
+        seen.change(render, inputs=list(inputs), outputs=list(outputs), show_progress="hidden",
+                    concurrency_limit=None)
+        return seen
 
     def tr_fn(self, component, attr: str, text_of):
         """Like tr, with the text computed by ``text_of(lang)``."""
@@ -107,6 +139,7 @@ def build_app(lang: str = "en") -> gr.Blocks:
             build_quantize_tab(ctx, chat_model)
             build_jobs_tab(ctx)
         watch_pickers(ctx)
+        gate_timers(ctx)
 
         comps = [c for c, _, _ in ctx.texts]
 
@@ -117,6 +150,7 @@ def build_app(lang: str = "en") -> gr.Blocks:
             return updates
 
         ev = lang_radio.change(switch, inputs=lang_radio, outputs=[header, *comps])
+        ev.then(None, inputs=lang_radio, outputs=None, js=tab_label_js(ctx))
         for fn, inputs, outputs in ctx.relocalize:
             ev.then(fn, inputs=inputs, outputs=outputs)
         for fn, inputs, outputs in ctx.on_load:
@@ -127,8 +161,39 @@ def build_app(lang: str = "en") -> gr.Blocks:
 WATCH_TICK = 1.0
 
 
+def gate_timers(ctx: Ctx) -> None:
+    """Selecting a tab starts its timers and stops every other tab's (the page starts on the first tab)."""
+    if not ctx.timers:
+        return
+    outputs = [timer for _, timer in ctx.timers]
+    for tab, _ in ctx.tab_list:
+        tab.select(lambda tab=tab: [gr.Timer(active=owner is tab) for owner, _ in ctx.timers],
+                   inputs=None, outputs=outputs, show_progress="hidden", queue=False)
+
+
+def tab_label_js(ctx: Ctx) -> str:
+    """Client code run after each language switch: every tab button gets its label in the new
+    language. Gradio 6.17 stops updating a tab's button after some tab selections (seen in
+    chromium: tabs not yet visited kept the old language), so the page sets them itself, now and
+    whenever the tab bar is re-rendered (a MutationObserver on the bar)."""
+    import json
+
+    labels = {lang: {tab.elem_id: t(key, lang) for tab, key in ctx.tab_list} for lang in LANGS}
+    return ("(lang) => { window.__studioTabs = " + json.dumps(labels, ensure_ascii=False) + "[lang] || {};"
+            " const put = () => { for (const [id, text] of Object.entries(window.__studioTabs)) {"
+            " const b = document.getElementById(id + '-button');"
+            " if (b && b.textContent.trim() !== text) b.textContent = text; } };"
+            " put();"
+            # a re-render of the tab bar (Gradio putting back a stale label) is answered at once
+            " const first = document.getElementById(Object.keys(window.__studioTabs)[0] + '-button');"
+            " const bar = first ? first.parentElement : document.getElementById('studio-tabs');"
+            " if (bar && !window.__studioTabsObserver) {"
+            " window.__studioTabsObserver = new MutationObserver(put);"
+            " window.__studioTabsObserver.observe(bar, {subtree: true, childList: true, characterData: true}); } }")
+
+
 def watch_pickers(ctx: Ctx) -> None:
-    """One timer per page compares the workspace's signature and, when it changed, refreshes every
+    """One probe per page compares the workspace's signature and, when it changed, refreshes every
     picker (so what one tab, the CLI or a finishing job creates is offered everywhere at once)."""
     inputs, seen = [], set()
     for _, ins, _ in ctx.pickers:
@@ -137,29 +202,23 @@ def watch_pickers(ctx: Ctx) -> None:
                 seen.add(id(c))
                 inputs.append(c)
     outputs = [o for _, _, outs in ctx.pickers for o in outs]
-    sig = gr.State(None)
-    timer = gr.Timer(WATCH_TICK)
+    sent = gr.State(None)  # what each output was last sent
 
-    def refresh(old, *values, force=False):
-        # old: (workspace signature, what each output was last sent). Only an output whose update
-        # differs goes to the page: re-sending the same choices every time a job writes its progress
-        # reset a dropdown a person was typing into.
-        new = catalog.signature()
-        last_sig, sent = old if isinstance(old, tuple) and len(old) == 2 else (None, None)
-        if not force and new == last_sig:
-            return [gr.skip()] * (1 + len(outputs))
+    def refresh(last, *values, force=False):
+        # Only an output whose update differs goes to the page: re-sending the same choices every
+        # time a job writes its progress reset a dropdown a person was typing into.
         by_id = {id(c): v for c, v in zip(inputs, values)}
         fresh = []
         for fn, ins, outs in ctx.pickers:
             res = fn(*(by_id[id(c)] for c in ins))
             fresh += list(res) if isinstance(res, (list, tuple)) else [res]
         keys = [repr(u) for u in fresh]
-        if force or sent is None:
-            return [(new, keys), *fresh]
-        return [(new, keys), *(gr.skip() if k == s_ else u for u, k, s_ in zip(fresh, keys, sent))]
+        if force or not isinstance(last, list) or len(last) != len(keys):
+            return [keys, *fresh]
+        return [keys, *(gr.skip() if k == s_ else u for u, k, s_ in zip(fresh, keys, last))]
 
-    timer.tick(refresh, inputs=[sig, *inputs], outputs=[sig, *outputs], show_progress="hidden", concurrency_limit=None)
-    ctx.on_load.append((lambda old, *v: refresh(old, *v, force=True), [sig, *inputs], [sig, *outputs]))
+    ctx.watch(WATCH_TICK, lambda: catalog.signature(), [], refresh, [sent, *inputs], [sent, *outputs], gated=False)
+    ctx.on_load.append((lambda last, *v: refresh(last, *v, force=True), [sent, *inputs], [sent, *outputs]))
 
 
 def check_bind(host: str, auth: str | None) -> tuple[str, str] | None:
@@ -191,6 +250,27 @@ def port_in_use(host: str, port: int) -> str | None:
     return None
 
 
+RECONCILE_S = 10.0
+
+
+def keep_reconciling(every: float = RECONCILE_S) -> None:
+    """While the studio runs, read every run's and job's status every ``every`` seconds, page open
+    or not: a read settles a run or job whose supervisor vanished (its processes ended, the run
+    queued behind it started), so nothing waits for somebody to look."""
+    import threading
+    import time
+
+    def loop():
+        while True:
+            time.sleep(every)
+            try:
+                catalog.reconcile()
+            except Exception as e:  # noqa: BLE001 - a bad file must not end the loop; said in the log
+                sys.stderr.write(f"paddle-studio: reconciling the workspace failed: {e}\n")
+
+    threading.Thread(target=loop, name="reconcile", daemon=True).start()
+
+
 def main(host: str = "127.0.0.1", port: int = 7860, auth: str | None = None, lang: str = "en") -> int:
     try:
         pair = check_bind(host, auth)
@@ -204,6 +284,7 @@ def main(host: str = "127.0.0.1", port: int = 7860, auth: str | None = None, lan
         sys.stderr.write(f"paddle-studio: cannot listen on {host}:{port}: {busy}; pick another port with --port\n")
         return 2
     workspace.home().mkdir(parents=True, exist_ok=True)
+    keep_reconciling()
     demo = build_app(lang)
     demo.queue(default_concurrency_limit=4)
     demo.launch(

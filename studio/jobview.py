@@ -52,10 +52,9 @@ class JobPanel:
         self.progress = gr.HTML(elem_id=f"{prefix}-job-progress")
         self.log = ctx.tr(gr.Textbox(lines=8, max_lines=8, label=ctx.text("jobs.log"), autoscroll=True, interactive=False,
                                      elem_id=f"{prefix}-log"), "jobs.log")
-        self.timer = gr.Timer(TICK)
         self.outputs = [self.sig, self.status, self.progress, self.log, *self.result_outputs]
-        self.timer.tick(self.watch, inputs=[self.job, self.sig, ctx.lang], outputs=self.outputs, show_progress="hidden",
-                        concurrency_limit=None)
+        ctx.watch(TICK, lambda job: jobs.signature(job) if job else None, [self.job], self.watch,
+                  [self.job, self.sig, ctx.lang], self.outputs)
         ctx.on_load.append((self.on_load, [ctx.lang], [self.job, *self.outputs]))
         ctx.relocalize.append((lambda job, lg: self.render(job, lg), [self.job, ctx.lang], self.outputs))
 

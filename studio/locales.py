@@ -228,6 +228,11 @@ TEXT: dict[str, dict[str, str]] = {
     "check.path_missing": {"en": "{field}: no such folder {path}", "zh": "{field}：目录 {path} 不存在"},
     "check.no_train_file": {"en": "{field}: {path} has no train.json", "zh": "{field}：{path} 中没有 train.json"},
     "check.no_dev_file": {"en": "evaluation is on but {path} has no dev.json", "zh": "已开启评估，但 {path} 中没有 dev.json"},
+    "check.hub_id": {"en": "{field}: {path} is a model hub id, not a folder here: the studio trains from a local "
+                            "folder (nothing is downloaded at run time). Download it on a machine with internet "
+                            "(e.g. `huggingface-cli download {path} --local-dir DIR`), copy DIR here and pick it.",
+                     "zh": "{field}：{path} 是模型仓库 ID，不是本机目录：工作室只从本地目录训练（运行时不下载）。"
+                           "请在联网机器上下载（如 `huggingface-cli download {path} --local-dir DIR`），拷贝到本机后选择该目录。"},
     "check.not_a_model": {"en": "{field}: {path} has no config.json", "zh": "{field}：{path} 中没有 config.json"},
     "check.bad_value": {"en": "{field} must be {expected}, got {value!r}", "zh": "{field} 须为{expected}，实际为 {value!r}"},
     "check.max_length_le_src": {
@@ -257,6 +262,12 @@ TEXT: dict[str, dict[str, str]] = {
     "error.prefix": {"en": "**Error:** ", "zh": "**错误**："},
     "error.unexpected": {"en": "Unexpected error: {detail}", "zh": "意外错误：{detail}"},
     # engine problem and error codes (core.data.datasets.MESSAGES)
+    "problem.mixed_shapes": {
+        "en": "{strings} records have src/tgt strings and {lists} have lists: PaddleNLP's JSON loader needs one shape "
+              "per file, so import writes every record with lists (a one-turn list means the same as a string)",
+        "zh": "{strings} 条记录的 src/tgt 是字符串，{lists} 条是列表：PaddleNLP 的 JSON 读取要求同一文件形状一致，"
+              "因此导入时全部写成列表（单轮列表与字符串含义相同）",
+    },
     "problem.bom": {
         "en": "file starts with a UTF-8 byte order mark (BOM); it is skipped when reading",
         "zh": "文件以 UTF-8 BOM 开头；读取时会跳过它",

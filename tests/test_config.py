@@ -20,7 +20,12 @@ def test_round_trip_keeps_unknown_keys_and_method_flags():
     out = cfg.to_paddlenlp(output_dir="/o")
     for k, v in flat.items():
         assert out[k] == v, k
-    assert out["output_dir"] == "/o" and out["prefix_tuning"] is False and out["vera"] is False
+    # lossless: the file's keys plus what the studio always writes; nothing else equal to upstream's default
+    assert set(out) == set(flat) | {"output_dir", "logging_dir", "report_to", "disable_tqdm", "do_train"}, set(out) - set(flat)
+    assert out["output_dir"] == "/o"
+    cfg.method.method = "prefix"  # a change shows up even where the file had no key for it
+    assert cfg.to_paddlenlp()["prefix_tuning"] is True and cfg.to_paddlenlp()["lora"] is False
+    cfg.method.method = "lora"
     again = RunConfig.from_paddlenlp(out)
     assert again.to_paddlenlp(output_dir="/o") == out
     for method, key in (("prefix", "prefix_tuning"), ("vera", "vera"), ("lokr", "lokr")):

@@ -35,7 +35,7 @@ def test_good_file_single_and_multi_turn(tmp_path):
     rep = datasets.validate(f)
     assert rep.ok and rep.format == "paddlenlp"
     assert (rep.records, rep.good, rep.bad, rep.multi_turn, rep.duplicates) == (3, 3, 0, 1, 0)
-    assert rep.problems == []
+    assert [p.code for p in rep.problems] == ["mixed_shapes"]  # a warning only (strings and lists)
 
 
 @pytest.mark.parametrize(
@@ -279,7 +279,8 @@ def test_import_folder_keeps_its_split_and_converts(tmp_path, workspace_home):
     meta = datasets.import_dataset(d, "chat")
     assert (meta["train"], meta["dev"], meta["format"]) == (2, 1, "messages")
     out = workspace_home / "datasets" / "chat"
-    assert _read(out / "dev.json") == [{"src": "u", "tgt": "a", "system": "sys"}]
+    # one shape for the whole dataset: its multi-turn train records make every record a list
+    assert _read(out / "dev.json") == [{"src": ["u"], "tgt": ["a"], "system": "sys"}]
 
 
 # ---------------------------------------------------------------- CLI
@@ -318,7 +319,7 @@ def test_hostile_files_give_line_numbered_problems_and_a_consistent_ok(tmp_path)
     arr.write_text('[{"src": "hi", "tgt": "yo"},\n {"src": "a",\n  "tgt": ""},\n {"src": ["x"], "tgt": ["y"]}]')
     rep = datasets.validate(arr)
     assert (rep.records, rep.good, rep.bad) == (3, 2, 1) and not rep.ok
-    assert codes_at(rep) == {(2, "[1].tgt", "empty_text")}
+    assert codes_at(rep) == {(2, "[1].tgt", "empty_text"), (None, "src", "mixed_shapes")}
     assert [r["src"] for r in datasets.iter_records(arr)] == ["hi", ["x"]]
     out = datasets.convert(arr, tmp_path / "arr-out.json")
     assert out["written"] == 2
@@ -345,3 +346,35 @@ def test_hostile_files_give_line_numbered_problems_and_a_consistent_ok(tmp_path)
                            text=True, cwd=Path(__file__).resolve().parents[1],
                            env={**os.environ, "PADDLE_STUDIO_HOME": str(tmp_path / "ws")})
         assert "Traceback" not in r.stderr and r.returncode == (0 if f is bom else 1), (f, r.stderr)
+
+
+def test_a_file_mixing_strings_and_lists_is_imported_in_one_shape(tmp_path, workspace_home):
+    """PaddleNLP's JSON loader (HF datasets under paddlenlp.datasets.load_dataset("json")) cannot
+    read a file whose src is a string on one line and a list on another: validation warns, and
+    import writes every record with lists, which upstream reads."""
+    f = tmp_path / "mixed.json"
+    f.write_text("\n".join(json.dumps(r) for r in [
+        {"src": "hi", "tgt": "yo"},
+        {"src": ["a", "b"], "tgt": ["c", "d"]},
+        {"src": "one more", "tgt": "answer"},
+        {"src": "and", "tgt": "again"},
+    ]) + "\n")
+    rep = datasets.validate(f)
+    assert rep.ok
+    warn = [p for p in rep.problems if p.code == "mixed_shapes"]
+    assert len(warn) == 1 and warn[0].severity == "warning" and warn[0].params == {"strings": 3, "lists": 1}
+    meta = datasets.import_dataset(f, "mixed", dev_ratio=0.25)
+    assert meta["shape"] == "list"
+    out = workspace_home / "datasets" / "mixed"
+    recs = [json.loads(x) for p in ("train.json", "dev.json") for x in (out / p).read_text().splitlines()]
+    assert all(isinstance(r["src"], list) and isinstance(r["tgt"], list) for r in recs)
+    assert sorted(r["src"][0] for r in recs) == ["a", "and", "hi", "one more"]
+    from paddlenlp.datasets import load_dataset  # what upstream's run_finetune.py reads train.json with
+
+    ds = load_dataset("json", data_files=str(out / "train.json"), lazy=False)[0]
+    assert len(ds) == 3
+    # a file of one shape is left as it is
+    g = tmp_path / "plain.json"
+    g.write_text(json.dumps({"src": "x", "tgt": "y"}) + "\n" + json.dumps({"src": "z", "tgt": "w"}) + "\n")
+    assert not [p for p in datasets.validate(g).problems if p.code == "mixed_shapes"]
+    assert datasets.import_dataset(g, "plain", dev_ratio=0)["shape"] == "string"

@@ -125,6 +125,67 @@ def test_full_disk_mid_run_then_resume_from_the_last_complete_checkpoint(small_d
         runs.resume(run_id)
 
 
+def test_kill9_of_one_rank_names_it_then_resume_from_the_last_complete_checkpoint(ws, tmp_path, monkeypatch):
+    """kill -9 of rank 1 of a two-rank run: the run fails saying rank 1 died without a word and
+    rank 0 lost it (not "exit code 250"), no process of the run is left, and resume goes on from
+    the newest complete checkpoint to the end."""
+    import psutil
+
+    monkeypatch.setenv("PADDLE_STUDIO_HOME", str(ws))
+    cfg = small_config(ws, tmp_path / "one.json", max_steps=32, save_steps=4, save_total_limit=100)
+    run_id = start(ws, cfg, {}, "--nproc", "2")
+    d = runs.run_dir(run_id)
+    wait_for(lambda: (d / "output" / "checkpoint-4" / "studio_checkpoint.json").is_file(), 180, 0.1)
+    ranks = {p.environ().get("PADDLE_TRAINER_ID"): p for p in processes_of(d)
+             if "entry.py" in " ".join(p.cmdline()) and "paddle.distributed.launch" not in p.cmdline()}
+    assert sorted(ranks) == ["0", "1"], ranks
+    t_kill = time.time()
+    os.kill(ranks["1"].pid, 9)
+    wait_for(lambda: runs.status(run_id)["state"] == "failed", 120, 0.2)
+    took = time.time() - t_kill
+    reason = runs.status(run_id)["reason"]
+    assert reason.startswith("rank 1 ended without a message (killed: kill -9, or the out-of-memory killer)"), reason
+    assert "rank 0: " in reason and "exit code" not in reason, reason
+    gone, left = psutil.wait_procs(list(ranks.values()), timeout=15)
+    assert not left and not processes_of(d)
+    done = runs.last_checkpoint(d)
+    assert done is not None
+    print(f"kill -9 of rank 1: run failed {took:.1f} s later: {reason}")
+    runs.resume(run_id)
+    wait_for(lambda: runs.status(run_id)["state"] == "succeeded", 240, 0.5)
+    recs = [json.loads(l) for l in (d / "metrics.jsonl").read_text().splitlines()]
+    assert max(r["step"] for r in recs if "loss" in r) == 32
+    begins = [r for r in recs if r.get("event") == "train_begin"]
+    assert begins[-1]["step"] == int(done.name.split("-")[1])
+
+
+def test_the_studio_starts_a_queued_run_nobody_kicked_with_no_page_open(ws, tmp_path, monkeypatch):
+    """A run left queued with its devices idle (its predecessor's supervisor died before starting
+    it) is started by the studio's own periodic reconcile: no page, no CLI call needed."""
+    from core.train import config
+    from tests.browser import Studio
+
+    monkeypatch.setenv("PADDLE_STUDIO_HOME", str(ws))
+    cfg = config.load_preset("demo-lora", ws)
+    cfg.name = "nobody-kicked"
+    cfg.training.max_steps = 4
+    cfg.training.save_strategy = "no"
+    cfg.training.evaluation_strategy = "no"
+    run_id = runs.create(cfg)  # queued, and nothing will start it but a reconcile
+    time.sleep(1)
+    assert runs.status(run_id)["state"] == "queued"
+    s = Studio(ws, tmp_path / "studio.log")
+    try:
+        t0 = time.time()
+        wait_for(lambda: json.loads((runs.run_dir(run_id) / "status.json").read_text())["state"] != "queued", 30, 0.2)
+        took = time.time() - t0
+        wait_for(lambda: runs.status(run_id)["state"] == "succeeded", 180, 0.5)
+    finally:
+        s.close()
+    print(f"queued run started by the studio's reconcile {took:.1f} s after the studio came up")
+    assert took < 15, took
+
+
 def test_resume_refuses_cut_checkpoints_and_finished_runs(ws, tmp_path, monkeypatch):
     monkeypatch.setenv("PADDLE_STUDIO_HOME", str(ws))
     run_id = start(ws, small_config(ws, tmp_path / "r.json", max_steps=8, save_steps=4), {})

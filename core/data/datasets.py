@@ -33,6 +33,9 @@ BOM = b"\xef\xbb\xbf"
 
 # English text for every problem code; ``{name}`` placeholders come from Problem.params.
 MESSAGES = {
+    "mixed_shapes": ("{strings} records have src/tgt strings and {lists} have lists: PaddleNLP's JSON loader "
+                     "needs one shape per file (Column(/src) changed from string to array), so import writes "
+                     "every record with lists (a one-turn list means the same as a string)"),
     "bom": "file starts with a UTF-8 byte order mark (BOM); it is skipped when reading",
     "crlf": "line ends with CRLF (\\r\\n); Windows line ends",
     "blank_line": "blank line",
@@ -64,7 +67,7 @@ MESSAGES = {
 }
 
 # a BOM is skipped when reading (every record is still read): a warning, like Windows line ends
-WARNING_CODES = {"crlf", "blank_line", "bom"}
+WARNING_CODES = {"crlf", "blank_line", "bom", "mixed_shapes"}
 LINE_ERRORS = ("line_too_long", "not_utf8", "invalid_json", "too_deep", "lone_surrogate")
 
 
@@ -537,6 +540,7 @@ class Report:
     warnings: int = 0
     duplicates: int = 0
     multi_turn: int = 0
+    list_records: int = 0  # good records whose src/tgt are lists (the rest have strings)
     with_system: int = 0
     bytes: int = 0
     seconds: float = 0.0
@@ -633,6 +637,7 @@ def validate(
                     and _all_text(src) and _all_text(tgt)
                 ):
                     rep.good += 1
+                    rep.list_records += 1
                     if len(src) > 1:
                         rep.multi_turn += 1
                     if "system" in value:
@@ -654,6 +659,7 @@ def validate(
                 continue
             rep.good += 1
             src, tgt = rec["src"], rec["tgt"]
+            rep.list_records += isinstance(src, list)
             if turns > 1 or isinstance(src, list) and len(src) > 1:
                 rep.multi_turn += 1
             if "system" in rec:
@@ -665,9 +671,19 @@ def validate(
         for lp in line_problems[flushed:]:
             _count_bad_line(rep, lp)
             add(fname, *lp)
+    if 0 < rep.list_records < rep.good:
+        add(str(files[0]) if files else str(path), None, "src", "mixed_shapes",
+            {"strings": rep.good - rep.list_records, "lists": rep.list_records})
     _find_duplicates(rep, hashes, lines, file_starts, files)
     rep.seconds = time.perf_counter() - t0
     return rep
+
+
+def one_shape(rec: dict, lists: bool) -> dict:
+    """``rec`` with src/tgt as one-element lists when ``lists`` (a file must not mix the shapes)."""
+    if lists and isinstance(rec.get("src"), str):
+        return {**rec, "src": [rec["src"]], "tgt": [rec["tgt"]]}
+    return rec
 
 
 def _all_text(items: list) -> bool:
@@ -814,15 +830,16 @@ def import_dataset(
     tmp = workspace.temp_dir_beside(final)
     try:
         counts = {}
+        lists = 0 < rep.list_records  # one shape for every file of the dataset
         if "data" in groups:
-            counts = _split_file(groups["data"][0], rep.format, tmp, dev_ratio, seed)
+            counts = _split_file(groups["data"][0], rep.format, tmp, dev_ratio, seed, lists)
         else:
             for split, files in groups.items():
                 n = 0
                 with open(tmp / f"{split}.json", "w", encoding="utf-8", newline="\n") as w:
                     for f in files:
                         for rec in iter_records(f, rep.format):
-                            w.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                            w.write(json.dumps(one_shape(rec, lists), ensure_ascii=False) + "\n")
                             n += 1
                 counts[split] = n
             if "dev" not in counts:
@@ -838,6 +855,7 @@ def import_dataset(
             "skipped_bad": rep.bad,
             "duplicates": rep.duplicates,
             "multi_turn": rep.multi_turn,
+            "shape": "list" if lists else "string",
             "dev_ratio": dev_ratio if "data" in groups else None,
             "seed": seed,
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -860,13 +878,13 @@ def _sha256_of(groups: dict[str, list[Path]]) -> str:
     return h.hexdigest()
 
 
-def _split_file(path: Path, fmt: str, out: Path, dev_ratio: float, seed: int) -> dict:
+def _split_file(path: Path, fmt: str, out: Path, dev_ratio: float, seed: int, lists: bool = False) -> dict:
     """Write converted records to out/all, pick dev indices with a seeded RNG, then split."""
     all_path = out / ".all.jsonl"
     n = 0
     with open(all_path, "w", encoding="utf-8", newline="\n") as w:
         for rec in iter_records(path, fmt):
-            w.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            w.write(json.dumps(one_shape(rec, lists), ensure_ascii=False) + "\n")
             n += 1
     n_dev = round(n * dev_ratio)
     if dev_ratio > 0 and n >= 2:

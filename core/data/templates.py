@@ -47,16 +47,25 @@ def load_template(tokenizer, model_dir: str | Path | None = None, path: str | Pa
     return None
 
 
-def render(template: str, messages: list[dict], tokenizer) -> str:
-    import jinja2
+_COMPILED: dict[str, object] = {}
 
-    env = jinja2.Environment(trim_blocks=False, lstrip_blocks=False)
-    return env.from_string(template).render(
-        messages=messages,
-        eos_token=tokenizer.eos_token or "",
-        bos_token=tokenizer.bos_token or "",
-        add_generation_prompt=True,
-    )
+
+def compiled(template: str):
+    """The template compiled the way PaddleNLP compiles a tokenizer's chat template (a sandboxed
+    jinja environment with trim_blocks, lstrip_blocks and keep_trailing_newline)."""
+    tpl = _COMPILED.get(template)
+    if tpl is None:
+        from paddlenlp.transformers.tokenizer_utils import ChatTemplate
+
+        tpl = _COMPILED[template] = ChatTemplate._compile_jinja_template(template)
+    return tpl
+
+
+def render(template: str, messages: list[dict], tokenizer, add_generation_prompt: bool = True) -> str:
+    special = dict(getattr(tokenizer, "special_tokens_map", None) or {})
+    special.setdefault("eos_token", tokenizer.eos_token or "")
+    special.setdefault("bos_token", tokenizer.bos_token or "")
+    return compiled(template).render(messages=messages, add_generation_prompt=add_generation_prompt, **special)
 
 
 def _ids(tokenizer, text: str) -> list[int]:
@@ -74,64 +83,112 @@ def messages_of(rec: dict) -> list[dict]:
     return msgs
 
 
-def turns_ids(tokenizer, template: str | None, messages: list[dict]) -> list[tuple[list[int], list[int]]]:
-    """(prompt ids, answer ids + EOS) per turn; the first prompt starts with BOS when the tokenizer has one.
-
-    With a template, the prompt of turn i is what the template renders between the end of
-    answer i-1 (after its EOS) and the start of answer i.
+def round_texts(tokenizer, template: str, messages: list[dict]) -> list[tuple[str, str]]:
+    """(prompt text, answer text) per round, as PaddleNLP's encode_chat_inputs cuts a conversation
+    (llm/utils/data.py tokenize_rounds_example -> tokenizer_utils._encode_chat_inputs): a round's
+    answer is what the template renders for it after its user turn (the answer, its end-of-text and
+    whatever the template puts after it); the prompts are what lies between the answers when the
+    whole conversation is rendered. A system message, which upstream cannot pass, leads every render.
     """
-    bos = [tokenizer.bos_token_id] if getattr(tokenizer, "bos_token_id", None) is not None else []
-    eos_id = tokenizer.eos_token_id
-    eos = tokenizer.eos_token or ""
-    out = []
-    consumed = ""
     sys_msgs = [m for m in messages if m["role"] == "system"]
     convo = [m for m in messages if m["role"] != "system"]
+    answers, prompts = [], []
+    whole = render(template, sys_msgs + convo, tokenizer, add_generation_prompt=False)
+    for i in range(0, len(convo) - 1, 2):
+        with_answer = render(template, sys_msgs + convo[i:i + 2], tokenizer, add_generation_prompt=False)
+        without = render(template, sys_msgs + convo[i:i + 1], tokenizer, add_generation_prompt=True)
+        answers.append(with_answer[len(without):])
+    pos = 0
+    for i, ans in enumerate(answers):
+        at = whole.find(ans, pos) if ans else -1
+        if at < 0:  # the template renders this round differently in context: fall back to the prefix
+            upto = render(template, sys_msgs + convo[: 2 * i + 1], tokenizer, add_generation_prompt=True)
+            at = len(upto)
+        prompts.append(whole[pos:at])
+        pos = at + len(ans)
+    return list(zip(prompts, answers))
+
+
+def turns_ids(tokenizer, template: str | None, messages: list[dict]) -> list[tuple[list[int], list[int]]]:
+    """(prompt ids, answer ids) per round, PaddleNLP's way.
+
+    With a template: the round texts of :func:`round_texts`, each encoded without special tokens
+    (no BOS: the template says what starts a conversation; the answer's end-of-text comes from the
+    template). Without one: upstream's tokenize_example, the prompt encoded with the tokenizer's
+    special tokens (BOS) and the answer followed by EOS; a conversation of several rounds is joined
+    (upstream trains only its first round: see :func:`build_example`).
+    """
+    if template:
+        return [(_ids(tokenizer, p), _ids(tokenizer, a)) for p, a in round_texts(tokenizer, template, messages)]
+    bos = [tokenizer.bos_token_id] if getattr(tokenizer, "bos_token_id", None) is not None else []
+    sys_msgs = [m for m in messages if m["role"] == "system"]
+    convo = [m for m in messages if m["role"] != "system"]
+    out = []
     for i in range(0, len(convo) - 1, 2):
         user, answer = convo[i], convo[i + 1]
-        if template:
-            upto_user = render(template, sys_msgs + convo[: i + 1], tokenizer)
-            prompt_text = upto_user[len(consumed):]
-            consumed = upto_user + answer["content"] + eos
-        else:
-            prompt_text = ("" if not sys_msgs or i else sys_msgs[0]["content"] + "\n") + user["content"]
-        p = _ids(tokenizer, prompt_text)
-        out.append(((bos if i == 0 else []) + p, _ids(tokenizer, answer["content"]) + [eos_id]))
+        prompt_text = ("" if not sys_msgs or i else sys_msgs[0]["content"] + "\n") + user["content"]
+        out.append(((bos if i == 0 else []) + _ids(tokenizer, prompt_text),
+                    _ids(tokenizer, answer["content"]) + [tokenizer.eos_token_id]))
     return out
 
 
 def prompt_ids(tokenizer, template: str | None, messages: list[dict], src_length: int | None = None) -> list[int]:
-    """Token ids of a conversation ending with a user message, ready for generation."""
-    turns = turns_ids(tokenizer, template, messages + [{"role": "assistant", "content": ""}])
+    """Token ids of a conversation ending with a user message, ready for generation: the earlier
+    rounds as training saw them, then the last prompt up to where the answer starts."""
     ids: list[int] = []
-    for p, a in turns[:-1]:
-        ids += p + a
-    ids += turns[-1][0]
+    if template:
+        done = messages[:-1]  # the system message and the complete rounds before the last question
+        prefix = ""
+        if any(m["role"] == "assistant" for m in done):
+            for p, a in turns_ids(tokenizer, template, done):
+                ids += p + a
+            prefix = render(template, done, tokenizer, add_generation_prompt=False)
+        whole = render(template, messages, tokenizer, add_generation_prompt=True)
+        ids += _ids(tokenizer, whole[len(prefix):] if whole.startswith(prefix) else whole)
+    else:
+        turns = turns_ids(tokenizer, None, messages + [{"role": "assistant", "content": ""}])
+        for p, a in turns[:-1]:
+            ids += p + a
+        ids += turns[-1][0]
     if src_length and len(ids) > src_length:
         ids = ids[-src_length:]
     return ids
 
 
 def build_example(tokenizer, template: str | None, rec: dict, src_length: int, max_length: int, mask_prompt: bool = True) -> dict | None:
-    """input_ids/labels for one record, labels already shifted left by one (PaddleNLP's loss does not shift).
+    """input_ids/labels for one record as PaddleNLP's llm/utils/data.py builds them, labels already
+    shifted left by one (PaddleNLP's loss does not shift).
 
-    Returns None when nothing of the answer fits.
+    With a template (tokenize_rounds_example): rounds are taken from the last one back while they
+    fit in ``max_length``; only when the last round alone is too long is it cut, its prompt to
+    ``src_length`` and its answer to what is left (keeping their beginnings). Without one
+    (tokenize_example): only the first round, the prompt (BOS first) cut to ``src_length``, the
+    answer to ``max_length`` less the prompt, EOS when the whole answer fits. The one deliberate
+    difference: a record of which no answer token fits is dropped (it would train on nothing).
     """
     turns = turns_ids(tokenizer, template, messages_of(rec))
-    # whole-turn truncation: drop earliest turns while the rest is too long
-    while len(turns) > 1 and sum(len(p) + len(a) for p, a in turns) > max_length:
-        turns = turns[1:]
+    if not turns:
+        return None
     ids: list[int] = []
     labels: list[int] = []
-    for k, (p, a) in enumerate(turns):
-        if k == len(turns) - 1:
-            budget_src = min(src_length, max_length - len(ids) - 1) if len(turns) == 1 else src_length
-            if len(p) > budget_src:
-                p = p[len(p) - budget_src:] if budget_src > 0 else []
-            room = max_length - len(ids) - len(p)
-            a = a[:room]
-        ids += p + a
-        labels += ([IGNORE] * len(p) if mask_prompt else p) + a
-    if not a or len(ids) < 2:
+    if template:
+        for k in range(len(turns) - 1, -1, -1):
+            p, a = turns[k]
+            if len(ids) + len(p) + len(a) > max_length:
+                if k == len(turns) - 1:
+                    p = p[:src_length]
+                    a = a[:max(max_length - len(p), 0)]
+                    ids, labels = p + a, ([IGNORE] * len(p) if mask_prompt else p) + a
+                break
+            ids = p + a + ids
+            labels = ([IGNORE] * len(p) if mask_prompt else p) + a + labels
+    else:
+        p, a = turns[0]
+        p = p[:src_length]
+        room = max_length - len(p)
+        a = a[:-1]  # without the EOS turns_ids put there: upstream adds it only when the answer fits
+        a = a[:room] + ([tokenizer.eos_token_id] if len(a) < room else [])
+        ids, labels = p + a, ([IGNORE] * len(p) if mask_prompt else p) + a
+    if len(ids) < 2 or all(x == IGNORE for x in labels[1:]):
         return None
     return {"input_ids": ids[:-1], "labels": labels[1:]}

@@ -29,10 +29,18 @@ def adapter_kind(path: str | Path) -> str | None:
 
 
 def base_of(adapter_dir: str | Path) -> str | None:
-    """The base model recorded beside an adapter (studio_model.json written by training)."""
-    info = Path(adapter_dir) / MODEL_MARKER
-    if info.is_file():
-        return json.loads(info.read_text(encoding="utf-8")).get("base")
+    """The base model of an adapter: what studio training recorded (studio_model.json), else what
+    PaddleNLP's PEFT config beside it says (``base_model_name_or_path`` of lora_config.json,
+    prefix_config.json, vera_config.json or lokr_config.json: an adapter trained upstream)."""
+    d = Path(adapter_dir)
+    for name in (MODEL_MARKER, *ADAPTER_FILES):
+        try:
+            info = json.loads((d / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        base = info.get("base") if name == MODEL_MARKER else info.get("base_model_name_or_path")
+        if isinstance(base, str) and base.strip():
+            return base
     return None
 
 

@@ -47,7 +47,7 @@ class MethodSection:
     rslora: bool = _f(False, "rsLoRA: scale by alpha/sqrt(r) instead of alpha/r.")
     lora_plus_scale: float = _f(1.0, "LoRA+: learning-rate multiplier of the B matrices.")
     pissa: bool = _f(False, "PiSSA: initialise LoRA from the principal singular vectors.")
-    num_prefix_tokens: int = _f(64, "Prefix tuning: number of virtual tokens per layer.")
+    num_prefix_tokens: int = _f(128, "Prefix tuning: number of virtual tokens per layer.")
     vera_rank: int = _f(8, "VeRA rank.")
     lokr_dim: int = _f(8, "LoKr dimension.")
     neftune: bool = _f(False, "NEFTune: add uniform noise to input embeddings while training.")
@@ -57,18 +57,18 @@ class MethodSection:
 
 @dataclass
 class TrainingSection:
-    per_device_train_batch_size: int = _f(4, "Examples per process per step.")
+    per_device_train_batch_size: int = _f(8, "Examples per process per step.")
     per_device_eval_batch_size: int = _f(8, "Examples per process per evaluation step.")
     gradient_accumulation_steps: int = _f(1, "Steps whose gradients are summed before an update.")
-    learning_rate: float = _f(3e-4, "Peak learning rate.")
-    num_train_epochs: float = _f(3.0, "Passes over the training data (ignored when max_steps > 0).")
+    learning_rate: float = _f(2e-5, "Peak learning rate.")
+    num_train_epochs: float = _f(1.0, "Passes over the training data (ignored when max_steps > 0).")
     max_steps: int = _f(-1, "Total optimizer steps; -1 means use num_train_epochs.")
     warmup_steps: int = _f(0, "Linear warm-up steps.")
     lr_scheduler_type: str = _f("linear", "Learning-rate schedule.", choices=("linear", "cosine", "constant"))
     logging_steps: int = _f(1, "Write a metrics line every this many steps.")
-    evaluation_strategy: str = _f("epoch", "When to evaluate on dev.", choices=("no", "steps", "epoch"))
+    evaluation_strategy: str = _f("no", "When to evaluate on dev.", choices=("no", "steps", "epoch"))
     eval_steps: int = _f(100, "Evaluate every this many steps (evaluation_strategy=steps).")
-    save_strategy: str = _f("epoch", "When to save a checkpoint.", choices=("no", "steps", "epoch"))
+    save_strategy: str = _f("steps", "When to save a checkpoint.", choices=("no", "steps", "epoch"))
     save_steps: int = _f(500, "Save every this many steps (save_strategy=steps).")
     save_total_limit: int = _f(2, "Keep at most this many checkpoints.")
     fp16: bool = _f(False, "Mixed precision fp16 (GPU).")
@@ -103,6 +103,9 @@ class RunConfig:
     training: TrainingSection = field(default_factory=TrainingSection)
     parallel: ParallelSection = field(default_factory=ParallelSection)
     extra: dict = field(default_factory=dict)  # PaddleNLP keys this class does not model, kept as-is
+    # the flat JSON this config was read from: to_paddlenlp then writes back the keys it had plus
+    # only what differs from upstream's defaults (a lossless round trip); None for a new config
+    source: dict | None = field(default=None, repr=False, compare=False)
 
     SECTIONS = ("model", "data", "method", "training", "parallel")
 
@@ -151,24 +154,60 @@ class RunConfig:
             out.setdefault("logging_dir", str(Path(output_dir) / "vdl"))
         for k, v in self.extra.items():
             out.setdefault(k, v)
+        if self.source is not None:
+            out = self._as_read(out)
         return out
+
+    ALWAYS = ("output_dir", "logging_dir", "report_to", "disable_tqdm", "do_train", "device")
+
+    def _as_read(self, out: dict) -> dict:
+        """``out`` cut back to the keys of the file it was read from, plus every key whose value now
+        differs from upstream's default; an explicit do_eval stays as the file said."""
+        from core.train import upstream
+
+        src = self.source
+        if "do_eval" in src and isinstance(src["do_eval"], bool) and \
+                (src.get("evaluation_strategy", "no") != "no") == (out.get("evaluation_strategy", "no") != "no"):
+            out["do_eval"] = src["do_eval"]
+        kept = {}
+        for k, v in out.items():
+            if k in src or k in self.ALWAYS:
+                kept[k] = v
+                continue
+            try:
+                up = upstream.default(k)
+            except KeyError:
+                kept[k] = v
+                continue
+            if v == up or (k in self.DEGREES and v == 1 and up in (-1, 1)):  # -1: "the rest"; 1 here
+                continue
+            kept[k] = v
+        for k, v in src.items():  # a key the file had and the studio writes only when set (sharding: "")
+            if k not in out and (k not in self.WRITTEN_WHEN_SET or not v):
+                kept[k] = v
+        return kept
+
+    WRITTEN_WHEN_SET = ("sharding", "weight_quantize_algo", "chat_template", "tokenizer_name_or_path")
+    DEGREES = ("tensor_parallel_degree", "pipeline_parallel_degree", "sharding_parallel_degree")
 
     @classmethod
     def from_paddlenlp(cls, d: dict, name: str = "run", parallel: dict | None = None) -> "RunConfig":
+        from core.train import upstream
+
         d = dict(d)
         cfg = cls(name=name)
         known: set[str] = set()
-        for sec in ("model", "data", "training"):
-            obj = getattr(cfg, sec)
+        for obj in (cfg.model, cfg.data, cfg.training, cfg.method):
             for f in fields(obj):
                 if f.name in d:
                     setattr(obj, f.name, d[f.name])
                     known.add(f.name)
+                elif f.name != "method":  # a key the file leaves out means upstream's default
+                    try:
+                        setattr(obj, f.name, upstream.default(f.name))
+                    except KeyError:
+                        pass
         m = cfg.method
-        for f in fields(m):
-            if f.name in d:
-                setattr(m, f.name, d[f.name])
-                known.add(f.name)
         if d.get("prefix_tuning"):
             m.method = "prefix"
         elif d.get("vera"):
@@ -189,6 +228,7 @@ class RunConfig:
         for k, v in (parallel or {}).items():
             setattr(p, k, v)
         cfg.extra = {k: v for k, v in d.items() if k not in known}
+        cfg.source = dict(d)
         return cfg
 
     # -------------------------------------------------- studio form
@@ -215,6 +255,11 @@ MESSAGES = {
     "no_train_file": "{field}: {path} has no train.json",
     "no_dev_file": "evaluation is on but {path} has no dev.json",
     "not_a_model": "{field}: {path} has no config.json",
+    "hub_id": ("{field}: {path} is a model hub id, not a folder here: the studio trains from a local folder "
+               "(nothing is downloaded at run time). Fetch it on a machine with internet, e.g. "
+               "`huggingface-cli download {path} --local-dir DIR` or PaddleNLP's "
+               "AutoModelForCausalLM.from_pretrained(\"{path}\").save_pretrained(DIR), copy DIR here and point "
+               "{field} at it"),
     "bad_value": "{field} must be {expected}, got {value!r}",
     "max_length_le_src": "max_length ({max_length}) must be greater than src_length ({src_length})",
     "prefix_with_pipeline": "prefix tuning does not work with pipeline parallel (pipeline_parallel_degree={pp})",
@@ -238,6 +283,14 @@ def check_message(p: dict) -> str:
         return p["code"]
 
 
+def looks_like_hub_id(path: str) -> bool:
+    """``org/name`` (as on Hugging Face or AI Studio) that is no folder here."""
+    import re
+
+    return bool(re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", path or "")) and not Path(path).exists() \
+        and not path.startswith((".", "~"))
+
+
 def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
     """Every problem of ``cfg`` at once; [] when it can run here."""
     if has_gpu is None:
@@ -256,7 +309,7 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
     if not model_dir:
         add("required", "model.model_name_or_path")
     elif not Path(model_dir).is_dir():
-        add("path_missing", "model.model_name_or_path", path=model_dir)
+        add("hub_id" if looks_like_hub_id(model_dir) else "path_missing", "model.model_name_or_path", path=model_dir)
     elif not (Path(model_dir) / "config.json").is_file():
         add("not_a_model", "model.model_name_or_path", path=model_dir)
     ds = d.dataset_name_or_path
@@ -405,6 +458,43 @@ def from_saved(d: dict, name: str) -> RunConfig:
     cfg = RunConfig.from_paddlenlp(d, name=name, parallel=parallel)
     if method:
         cfg.method.method = method
+    return cfg
+
+
+class FileProblems(ValueError):
+    """A config file that cannot become a RunConfig: ``problems`` lists why, each with its message."""
+
+    def __init__(self, path: str | Path, problems: list[dict]):
+        self.path, self.problems = str(path), problems
+        super().__init__("; ".join(f"{p['field'] or '-'}: {p['message']}" for p in problems))
+
+
+def load_run_file(path: str | Path, name: str | None = None) -> RunConfig:
+    """A PaddleNLP argument JSON (checked against what upstream's parser accepts), a run preset
+    file, or a preset name -> RunConfig; raises FileProblems with every problem found."""
+    from core.train import upstream
+
+    p = Path(path)
+    if not p.is_file() and (PRESETS_DIR / "runs" / f"{path}.json").is_file():
+        cfg = load_preset(str(path))
+    else:
+        try:
+            d = json.loads(p.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise FileProblems(p, [{"code": "bad_json", "field": "", "params": {},
+                                    "message": f"{p}: line {e.lineno}, column {e.colno}: {e.msg}"}]) from None
+        except UnicodeDecodeError as e:
+            raise FileProblems(p, [{"code": "bad_json", "field": "", "params": {},
+                                    "message": f"{p}: not UTF-8 text (byte {e.start})"}]) from None
+        if isinstance(d, dict) and "method" in d and "config" in d and p.parent.name == "runs":
+            cfg = load_preset(p.stem)
+        else:  # a PaddleNLP argument JSON; the studio's saved configs add their launch settings
+            found = upstream.problems(d)
+            if found:
+                raise FileProblems(p, [{**x, "message": upstream.message(x)} for x in found])
+            cfg = from_saved(d, p.stem)
+    if name:
+        cfg.name = name
     return cfg
 
 

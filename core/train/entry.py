@@ -14,7 +14,6 @@ import os
 import sys
 import time
 import traceback
-from dataclasses import fields
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script by paddle.distributed.launch
@@ -30,15 +29,18 @@ from core.workspace import MODEL_MARKER as FINISHED_MARK  # noqa: E402
 
 
 def split_args(flat: dict):
-    """Parse the flat JSON into PaddleNLP's (ModelConfig, DataConfig, SFTConfig); unknown keys are skipped."""
+    """Parse the flat JSON into PaddleNLP's (ModelConfig, DataConfig, SFTConfig) as strictly as
+    upstream's llm/run_finetune.py does: a key none of them has stops the run ("Some specified
+    arguments are not used by the PdArgumentParser"). Only the keys of llm/utils' own argument
+    classes (generation, ReFT), which this entry does not use, are set aside."""
     from paddlenlp.trainer import PdArgumentParser
     from paddlenlp.trl import DataConfig, ModelConfig, SFTConfig
 
-    names = set()
-    for cls in (ModelConfig, DataConfig, SFTConfig):
-        names |= {f.name for f in fields(cls)}
-    known = {k: v for k, v in flat.items() if k in names and v is not None}
-    return PdArgumentParser((ModelConfig, DataConfig, SFTConfig)).parse_dict(known)
+    from core.train.upstream import LLM_UTILS_KEYS
+
+    aside = {k for keys in LLM_UTILS_KEYS.values() for k in keys}
+    return PdArgumentParser((ModelConfig, DataConfig, SFTConfig)).parse_dict(
+        {k: v for k, v in flat.items() if k not in aside})
 
 
 def load_split(dataset_dir: str, split: str) -> list[dict]:
@@ -192,19 +194,48 @@ def drop_failure_note() -> None:
 
 def _end_rank(exc_type, exc, tb, what: str = "") -> None:
     """Leave the rank at once: the error's last line into the failure note, the traceback to the log."""
-    if _note is not None and exc_type is not None:
+    if exc_type is not None:
         line = "".join(traceback.format_exception_only(exc_type, exc)).strip().splitlines()[-1]
-        text = (f"{what}: {line}" if what else line).encode("utf-8", "replace")[:NOTE_BYTES]
-        try:
-            os.pwrite(_note[0], text.ljust(NOTE_BYTES), 0)
-        except OSError:
-            pass
+        _write_note(f"{what}: {line}" if what else line)
     if what:
         print(f"Error: {what}:", file=sys.stderr)
     traceback.print_exception(exc_type, exc, tb)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(1)
+
+
+def _write_note(text: str) -> None:
+    if _note is not None:
+        try:
+            os.pwrite(_note[0], text.encode("utf-8", "replace")[:NOTE_BYTES].ljust(NOTE_BYTES), 0)
+        except OSError:
+            pass
+
+
+TERM_NOTE = "ended by SIGTERM (the launcher ends every rank once one fails; Stop does too)"
+
+
+def note_termination() -> None:
+    """Say in the failure note that SIGTERM ended this rank, then end at once. A thread waits for
+    the signal (blocked everywhere else), so it is answered even while the main thread is inside
+    a C++ call; without the note a rank ended by the launcher looked like one killed -9."""
+    import signal
+    import threading
+
+    if not hasattr(signal, "pthread_sigmask"):
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    os.register_at_fork(after_in_child=lambda: signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM}))
+
+    def wait():
+        signal.sigwait({signal.SIGTERM})
+        _write_note(TERM_NOTE)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(128 + signal.SIGTERM)
+
+    threading.Thread(target=wait, name="sigterm", daemon=True).start()
 
 
 def _die(what: str) -> None:
@@ -475,6 +506,7 @@ if __name__ == "__main__":
 
     threading.excepthook = _thread_failed
     reserve_failure_note(Path(sys.argv[1]).resolve().parent)
+    note_termination()
     try:
         code = main(sys.argv[1:])
         if code == 0:

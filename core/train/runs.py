@@ -107,11 +107,13 @@ def create(cfg: RunConfig) -> str:
     d = workspace.new_dir(workspace.runs_dir(), f"{datetime.now():%Y%m%d-%H%M%S}-{_slug(cfg.name)}"[:60])
     run_id = d.name
     parallel = cfg.to_dict()["parallel"]
+    info = system.info()
     flat = cfg.to_paddlenlp(output_dir=str(d / "output"))
+    # upstream defaults to "gpu" and stops on a CPU machine: say which device this run is for
+    flat.setdefault("device", "gpu" if parallel.get("devices") or info["device"] == "gpu" else "cpu")
     workspace.write_json_atomic(d / "config.json", flat)
     argv = launch_argv(d, parallel)
     workspace.write_text_atomic(d / "command.txt", shlex.join(argv) + "\n")
-    info = system.info()
     workspace.write_json_atomic(
         d / "studio.json",
         # config.json is the one training config; studio.json only adds what its keys cannot say
@@ -204,9 +206,45 @@ def failure_notes(d: Path) -> dict[int, str]:
     return out
 
 
+_TERMINATE = re.compile(r"terminate called after throwing an instance of '([^']+)'")
+_PEER = re.compile(r"pair_rank\s*=\s*(\d+)")
+_ERROR_LINE = re.compile(r"^[A-Za-z_.]*(Error|Exception)\b")
+
+
+def _log_tail(f: Path, lines: int = 200) -> list[str]:
+    try:
+        text = f.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+    return [jobs.strip_ansi(x).strip() for x in text[-lines:]]
+
+
+def rank_story(lines: list[str]) -> str | None:
+    """What a rank's own log says about how it ended: aborted by a C++ exception (a gloo timeout
+    names the peer it lost), or the last Python error line; None when the log says nothing."""
+    for i in range(len(lines) - 1, -1, -1):
+        m = _TERMINATE.search(lines[i])
+        if m:
+            what = " ".join(lines[i + 1:i + 3])
+            peer = _PEER.search(what)
+            if "gloo" in m.group(1).lower() and "timeout" in m.group(1).lower():
+                who = f"rank {peer.group(1)}" if peer else "another rank"
+                return f"lost contact with {who} (gloo timeout) and was aborted"
+            return f"aborted by {m.group(1)}" + (f": {what[:200]}" if what else "")
+    for line in reversed(lines):
+        if _ERROR_LINE.match(line) or line.startswith(("ValueError", "RuntimeError")):
+            return line[:300]
+    return None
+
+
+SILENT = "ended without a message (killed: kill -9, or the out-of-memory killer)"
+
+
 def _failure_reason(d: Path, code: int) -> str:
-    """Why the launcher ended with ``code``: a signal that killed it, a full disk (the logs may not
-    have room for the error itself), else the last error line of rank 0's log (or the launcher's)."""
+    """Why the launcher ended with ``code``: a signal that killed it, else rank by rank (its own
+    failure note, what its log says, or that it died without a word: kill -9 or out of memory)
+    with the silent ranks first (they are the cause, the others lost them), else a full disk
+    (the logs may not have room for the error itself), else the launcher's last error line."""
     if code < 0:
         try:
             name = signal.Signals(-code).name
@@ -214,14 +252,23 @@ def _failure_reason(d: Path, code: int) -> str:
             name = f"signal {-code}"
         return f"the launcher was killed ({name}); its rank processes were ended with it"
     notes = failure_notes(d)
-    if notes:
-        meta = read_json(d / "studio.json", {}) or {}
-        par = meta.get("parallel", {})
-        parts = [f"rank {r}: {text}" for r, text in sorted(notes.items())]
-        if int(par.get("nnodes", 1) or 1) == 1 and not par.get("devices"):
-            silent = [str(r) for r in range(int(par.get("nproc", 1) or 1)) if r not in notes]
-            if silent:
-                parts.insert(0, f"rank {', '.join(silent)} ended without a message (killed, or out of memory)")
+    meta = read_json(d / "studio.json", {}) or {}
+    par = meta.get("parallel", {})
+    local = int(par.get("nnodes", 1) or 1) == 1 and not par.get("devices")
+    nproc = int(par.get("nproc", 1) or 1) if local else 0
+    stories = {r: text for r, text in notes.items()}
+    for r in range(nproc):
+        if r not in stories:
+            told = rank_story(_log_tail(d / "log" / f"workerlog.{r}"))
+            if told:
+                stories[r] = told
+    silent = [r for r in range(nproc) if r not in stories]
+    if stories and (silent or nproc > 1 or notes):
+        # the causes first: a rank the launcher ended (SIGTERM) only followed another one's failure
+        order = sorted(stories.items(), key=lambda kv: (kv[1].startswith("ended by SIGTERM"), kv[0]))
+        parts = [f"rank {r}: {text}" for r, text in order]
+        if silent:
+            parts.insert(0, f"rank {', '.join(map(str, silent))} {SILENT}")
         return "; ".join(parts)[:600]
     try:
         st = os.statvfs(d)
@@ -232,14 +279,11 @@ def _failure_reason(d: Path, code: int) -> str:
         return (f"No space left on device: the disk holding {d} is full ({free / 1024:.0f} KB free); "
                 "free some space, then resume (from the last complete checkpoint)")
     for f in [d / "log" / "workerlog.0", d / "launcher.log"]:
-        try:
-            lines = f.read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
-            continue
-        for line in reversed(lines[-200:]):
-            s = jobs.strip_ansi(line).strip()
-            if re.match(r"^[A-Za-z_.]*(Error|Exception)\b", s) or s.startswith(("ValueError", "RuntimeError")):
-                return s[:500]
+        told = rank_story(_log_tail(f))
+        if told:
+            return told[:500]
+    if silent:
+        return f"rank {', '.join(map(str, silent))} {SILENT}"
     return f"exit code {code}"
 
 
@@ -451,6 +495,18 @@ def show(run_id: str) -> dict:
     return {**meta, "status": status(d), "progress": progress(records), "dir": str(d),
             "checkpoint": (lambda c: c.name if c else None)(last_checkpoint(d)),
             "output": str(d / "output") if (d / "output" / workspace.MODEL_MARKER).is_file() else None}
+
+
+def reconcile() -> list[str]:
+    """Settle every run's state (a read corrects a run whose supervisor vanished) and start the
+    oldest queued run of every device set left idle, e.g. by a supervisor killed between its last
+    status write and its queue kick. Returns the ids of the runs started."""
+    keys = set()
+    for d in _run_dirs():
+        st = status(d)
+        if st.get("state") == "queued":
+            keys.add((read_json(d / "studio.json", {}) or {}).get("device_key"))
+    return [r for k in sorted(k for k in keys if k) if (r := kick_queue(k))]
 
 
 def list_runs() -> list[dict]:

@@ -2,7 +2,7 @@
 Stop / Resume / Continue, config and command; a second run overlaid with a config diff.
 
 Everything shown is read from the run directories, so a reload, a second browser or a studio
-restart shows the same thing. A 0.25 s timer looks at the run's file sizes and pushes an
+restart shows the same thing. A 0.5 s probe looks at the run's file sizes and pushes an
 update only when something changed (new metrics lines, a new status, log growth); otherwise
 it sends nothing.
 """
@@ -18,7 +18,7 @@ from core.train import runs
 from studio.charts import html_table, line_figure, num
 from studio.locales import t
 
-TICK = 0.25
+TICK = 0.5
 LIST_TICK = 1.0
 
 
@@ -119,6 +119,13 @@ def config_diff(a: str, b: str, lang: str) -> str:
         if ca.get(k) != cb.get(k):
             rows.append([k, json.dumps(ca.get(k), ensure_ascii=False), json.dumps(cb.get(k), ensure_ascii=False)])
     return html_table([t("runs.col_key", lang), a, b], rows, elem_id="run-diff-table", empty=t("runs.no_diff", lang))
+
+
+def _size(f) -> int | None:
+    try:
+        return f.stat().st_size
+    except OSError:
+        return None
 
 
 def _signature(d) -> list:
@@ -228,8 +235,6 @@ def build_runs_tab(ctx, started):
         diff = tr(gr.HTML(label=ctx.text("runs.diff"), show_label=True, container=True, elem_id="run-diff"), "runs.diff")
         view = gr.State(None)
         list_sig = gr.State(None)
-        timer = gr.Timer(TICK)
-        list_timer = gr.Timer(LIST_TICK)
 
     lang = ctx.lang
     outs = [view, status_md, progress, caption, plot, speed, log, cfg_json, command, diff, stop_btn, resume_btn, cont_btn]
@@ -285,10 +290,18 @@ def build_runs_tab(ctx, started):
             return t("error.prefix", lg) + str(e)
         return t("runs.action_done", lg, run=run_id, state=t(f"state.{st.get('state')}", lg))
 
-    timer.tick(tick, inputs=[pick, compare, view, lang, log_y], outputs=outs, show_progress="hidden",
-               concurrency_limit=None)
-    list_timer.tick(list_tick, inputs=[lang, list_sig, pick, compare], outputs=[table, list_sig, pick, compare],
-                    show_progress="hidden", concurrency_limit=None)
+    def probe(run_id, cmp):
+        out = []
+        for r in (run_id, cmp):
+            try:
+                d = runs.run_dir(r) if r else None
+            except (FileNotFoundError, ValueError):
+                d = None
+            out.append((r, _signature(d) if d else None, _size(d / "metrics.jsonl") if d else None))
+        return out
+
+    ctx.watch(TICK, probe, [pick, compare], tick, [pick, compare, view, lang, log_y], outs)
+    ctx.watch(LIST_TICK, list_signature, [], list_tick, [lang, list_sig, pick, compare], [table, list_sig, pick, compare])
     for c in (pick, compare, log_y):
         c.change(select, inputs=[pick, compare, lang, log_y], outputs=outs, show_progress="hidden")
     refresh.click(lists, inputs=[lang, pick, compare], outputs=[table, list_sig, pick, compare])

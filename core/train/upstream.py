@@ -1,0 +1,283 @@
+"""What PaddleNLP's own entry scripts accept: every argument key, its type and choices, read from
+the installed paddlenlp's argument dataclasses; and which upstream entry a config file is for.
+
+``problems(d)`` checks a PaddleNLP argument JSON as strictly as upstream's ``PdArgumentParser``
+(which refuses unknown keys: "Some specified arguments are not used") and stricter on values
+(upstream passes ``"max_steps": "10"`` through and fails later): unknown keys with a "did you
+mean", wrong types, values outside their choices, every problem at once, never a traceback.
+
+Reading the dataclasses needs ``import paddlenlp`` (seconds, hundreds of MB): the table is built
+once per paddlenlp version in a subprocess and cached as JSON, so the studio process never
+imports paddlenlp for it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+# The fine-tuning entry (llm/run_finetune.py, paddlenlp 3.0.0b4) parses these dataclasses. The
+# first three ship in the paddlenlp wheel and are read from it; the last two live in the
+# repository's llm/utils/argument.py, which the wheel does not ship, so their keys are listed here.
+FINETUNE_CLASSES = ("paddlenlp.trl:ModelConfig", "paddlenlp.trl:DataConfig", "paddlenlp.trl:SFTConfig")
+LLM_UTILS_KEYS = {
+    "GenerateArgument": {"top_k": ("int", False), "top_p": ("float", False)},
+    "ReftArgument": {"layers": ("str", False), "position": ("str", False), "intervention_type": ("str", False),
+                     "rank": ("int", False), "act_fn": ("str", True), "add_bias": ("bool", False),
+                     "dropout": ("float", False)},
+}
+# Keys the studio adds to the configs it saves (launch settings); never passed to PaddleNLP.
+STUDIO_KEYS = {"studio_parallel": "dict", "studio_method": "str"}
+# str-typed upstream fields whose help text lists the accepted values
+STR_CHOICES = {
+    "lr_scheduler_type": ("paddlenlp.trainer.trainer_utils", "SchedulerType"),
+    "optim": ("paddlenlp.trainer.training_args", "OptimizerNames"),
+}
+FIXED_CHOICES = {"fp16_opt_level": ["O0", "O1", "O2"], "device": ["cpu", "gpu", "xpu", "npu"]}
+
+# Which upstream entry a config is for, by the keys only that entry reads (first match wins).
+ENTRIES = [
+    ("quantization", "llm/run_quantization.py (PTQ / GPTQ / AWQ / QAT)",
+     lambda d: any(d.get(k) for k in ("do_ptq", "do_gptq", "do_awq", "do_qat"))),
+    ("pretrain", "llm/run_pretrain.py (pretraining on an indexed corpus)",
+     lambda d: "input_dir" in d or "split" in d and "dataset_name_or_path" not in d),
+    ("kto", "llm/alignment/kto/run_kto.py (KTO)",
+     lambda d: "desirable_weight" in d or "undesirable_weight" in d),
+    ("dpo", "llm/alignment/dpo/run_dpo.py (DPO / SimPO / ORPO)",
+     lambda d: any(k in d for k in ("beta", "simpo_gamma", "ref_model_update_steps", "reference_free",
+                                     "dpop_lambda", "pref_loss_ratio", "normalize_logps"))
+     or d.get("loss_type") in ("sigmoid", "hinge", "ipo", "kto_pair", "sppo_hard", "nca_pair", "dpop", "or", "simpo")),
+    ("reward", "llm/alignment/rm (reward model)",
+     lambda d: "train_dataset_path" in d or "max_prompt_len" in d),
+    ("embedding", "llm/run_embedding.py (embedding model)",
+     lambda d: any(k in d for k in ("embedding_temperature", "embedding_negative_numbers", "use_matryoshka",
+                                     "matryoshka_dims", "query_max_len", "passage_max_len"))),
+    ("reft", "llm/run_finetune.py with reft: true (ReFT)", lambda d: bool(d.get("reft"))),
+]
+WHAT_TO_DO = {
+    "quantization": "quantize a model in the Quantize tab or with `paddle-studio quantize MODEL --preset NAME` "
+                    "(presets/quant/ holds the PTQ / GPTQ / weight-only recipes)",
+    "pretrain": "the studio trains on its own dataset folders: import raw text with `paddle-studio data import` "
+                "and use the pretrain method",
+    "kto": "preference training is not in the studio yet",
+    "dpo": "preference training is not in the studio yet",
+    "reward": "reward-model training is not in the studio yet",
+    "embedding": "embedding training is not in the studio yet",
+    "reft": "ReFT is not trained by the studio yet",
+}
+
+MESSAGES = {
+    "not_an_object": "the file must hold one JSON object of PaddleNLP arguments, got {got}",
+    "other_entry": "this is a config for {script}, not for llm/run_finetune.py (keys: {keys}); {todo}",
+    "unknown_key": "not an argument of llm/run_finetune.py{hint}",
+    "bad_type": "expected {expected}, got {value!r}",
+    "bad_choice": "{value!r} is not one of {choices}",
+}
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "paddle-studio"
+
+
+def paddlenlp_version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("paddlenlp")
+    except metadata.PackageNotFoundError:
+        return "none"
+
+
+def _type_name(tp) -> tuple[str | None, bool, list | None]:
+    """(json type, None allowed, enum choices) of a dataclass field's annotation."""
+    import enum
+    import typing
+
+    optional = False
+    origin = typing.get_origin(tp)
+    if origin is typing.Union:
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        optional = len(args) < len(typing.get_args(tp))
+        tp = args[0] if len(args) == 1 else None
+        origin = typing.get_origin(tp)
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return "str", optional, [e.value for e in tp]
+    if origin in (list, tuple) or tp in (list, tuple):
+        return "list", optional, None
+    if origin is dict or tp is dict:
+        return "dict", optional, None
+    names = {bool: "bool", int: "int", float: "float", str: "str"}
+    return names.get(tp), optional, None
+
+
+def _default_of(f) -> dict:
+    """{"default": value} when the field's default can be written as JSON, else {}."""
+    import dataclasses
+    import enum
+
+    v = f.default
+    if v is dataclasses.MISSING:
+        if f.default_factory is dataclasses.MISSING:
+            return {}
+        v = f.default_factory()
+    if isinstance(v, enum.Enum):
+        v = v.value
+    try:
+        json.dumps(v)
+    except (TypeError, ValueError):
+        return {}
+    return {"default": v}
+
+
+def default(key: str):
+    """Upstream's default of ``key`` (KeyError when it has none that JSON can hold)."""
+    return table()[key]["default"]
+
+
+def build_table() -> dict:
+    """key -> {"type", "optional", "choices", "owner"} from the installed paddlenlp (imports it)."""
+    import dataclasses
+    import importlib
+
+    table: dict[str, dict] = {}
+    for spec in FINETUNE_CLASSES:
+        mod, name = spec.split(":")
+        cls = getattr(importlib.import_module(mod), name)
+        for f in dataclasses.fields(cls):
+            if not f.init:
+                continue
+            tp, optional, choices = _type_name(f.type)
+            optional = optional or f.default is None  # `x: str = None` takes null upstream
+            table.setdefault(f.name, {"type": tp, "optional": optional, "choices": choices, "owner": name,
+                                      **_default_of(f)})
+    for key, (mod, name) in STR_CHOICES.items():
+        if key in table:
+            table[key]["choices"] = [e.value for e in getattr(importlib.import_module(mod), name)]
+    for key, choices in FIXED_CHOICES.items():
+        if key in table:
+            table[key]["choices"] = choices
+    for owner, keys in LLM_UTILS_KEYS.items():
+        for key, (tp, optional) in keys.items():
+            table.setdefault(key, {"type": tp, "optional": optional, "choices": None, "owner": owner})
+    return table
+
+
+_TABLE: dict | None = None
+
+
+def table() -> dict:
+    """The argument table of the installed paddlenlp (cached per version; built in a subprocess)."""
+    global _TABLE
+    if _TABLE is not None:
+        return _TABLE
+    path = cache_dir() / f"finetune-args-v2-{paddlenlp_version()}.json"
+    try:
+        _TABLE = json.loads(path.read_text(encoding="utf-8"))
+        return _TABLE
+    except (OSError, ValueError):
+        pass
+    if "paddlenlp" in sys.modules:
+        _TABLE = build_table()
+    else:
+        root = Path(__file__).resolve().parents[2]
+        r = subprocess.run([sys.executable, "-m", "core.train.upstream"], cwd=str(root), capture_output=True,
+                           text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(root)})
+        if r.returncode != 0:
+            raise RuntimeError(f"cannot read PaddleNLP's argument classes: {r.stderr.strip()[-500:]}")
+        _TABLE = json.loads(r.stdout)
+    try:  # a cache that cannot be written is only slower next time
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp", encoding="utf-8") as f:
+            json.dump(_TABLE, f)
+        os.replace(f.name, path)
+    except OSError:
+        pass
+    return _TABLE
+
+
+def entry_of(d: dict) -> tuple[str, str, list[str]] | None:
+    """(entry, script, the keys that tell) for a config meant for another upstream entry, else None."""
+    for entry, script, test in ENTRIES:
+        if test(d):
+            tells = {
+                "quantization": ["do_ptq", "do_gptq", "do_awq", "do_qat"],
+                "pretrain": ["input_dir", "split"],
+                "kto": ["desirable_weight", "undesirable_weight"],
+                "dpo": ["beta", "simpo_gamma", "loss_type", "ref_model_update_steps", "reference_free", "dpop_lambda",
+                        "pref_loss_ratio", "normalize_logps"],
+                "reward": ["train_dataset_path", "max_prompt_len"],
+                "embedding": ["embedding_temperature", "embedding_negative_numbers", "use_matryoshka",
+                              "matryoshka_dims", "query_max_len", "passage_max_len"],
+                "reft": ["reft"],
+            }[entry]
+            return entry, script, [k for k in tells if k in d]
+    return None
+
+
+def _matches(value, spec: dict) -> bool:
+    if value is None:
+        return bool(spec.get("optional"))
+    tp = spec.get("type")
+    if tp == "bool":
+        return isinstance(value, bool)
+    if tp == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if tp == "float":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp == "str":
+        return isinstance(value, str)
+    if tp == "list":  # upstream also takes one string for a list (report_to: "visualdl")
+        return isinstance(value, (list, str))
+    if tp == "dict":
+        return isinstance(value, dict)
+    return True  # a type the table does not model: upstream decides
+
+
+EXPECTED = {"bool": "true or false", "int": "an integer", "float": "a number", "str": "a string",
+            "list": "a list or a string", "dict": "an object"}
+
+
+def problems(d, known: dict | None = None) -> list[dict]:
+    """Every way ``d`` differs from what llm/run_finetune.py accepts, as {"code", "field", "params"}."""
+    if not isinstance(d, dict):
+        return [{"code": "not_an_object", "field": "", "params": {"got": type(d).__name__ if d is not None else "null"}}]
+    other = entry_of(d)
+    if other:
+        entry, script, keys = other
+        return [{"code": "other_entry", "field": "", "params": {"entry": entry, "script": script,
+                                                                "keys": ", ".join(keys), "todo": WHAT_TO_DO[entry]}}]
+    known = table() if known is None else known
+    out = []
+    names = list(known) + list(STUDIO_KEYS)
+    for key, value in d.items():
+        spec = known.get(key) or ({"type": STUDIO_KEYS[key], "optional": False} if key in STUDIO_KEYS else None)
+        if spec is None:
+            close = difflib.get_close_matches(key, names, n=1, cutoff=0.75)
+            out.append({"code": "unknown_key", "field": key,
+                        "params": {"key": key, "suggestion": close[0] if close else None,
+                                   "hint": f"; did you mean {close[0]!r}?" if close else ""}})
+        elif not _matches(value, spec):
+            out.append({"code": "bad_type", "field": key,
+                        "params": {"key": key, "expected": EXPECTED.get(spec.get("type"), spec.get("type")),
+                                   "value": value}})
+        elif spec.get("choices") and value is not None and value not in spec["choices"]:
+            out.append({"code": "bad_choice", "field": key,
+                        "params": {"key": key, "value": value, "choices": ", ".join(map(str, spec["choices"]))}})
+    return out
+
+
+def message(p: dict) -> str:
+    try:
+        return MESSAGES[p["code"]].format(**p.get("params", {}))
+    except (KeyError, IndexError, ValueError):
+        return p["code"]
+
+
+if __name__ == "__main__":  # print the table of the installed paddlenlp (what table() caches)
+    json.dump(build_table(), sys.stdout)
