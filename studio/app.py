@@ -71,22 +71,28 @@ class Ctx:
             self.timers.append((self.tab_list[-1][0] if self.tab_list else None, timer))
         return timer
 
-    def watch(self, seconds: float, probe, probe_inputs, render, inputs, outputs, gated: bool = True):
-        """Every ``seconds`` the timer asks ``probe(*probe_inputs)`` for a cheap signature (one tiny
-        output); only when it changed does ``render(*inputs)`` update ``outputs``. A tick whose
-        event lists many outputs costs the page a walk over all of them even when every output is
-        skipped (it kept chromium's renderer near a full core), so ticks carry one State only."""
-        timer = self.live(seconds, gated)
-        seen = gr.State(None)
+    def watch_parts(self, seconds: float, gated: bool = True):
+        """The timer and State of a later ``watch``, made now: inside the gr.Tab being built (a
+        component directly under gr.Tabs breaks the tab bar)."""
+        return self.live(seconds, gated), gr.State(None)
+
+    def watch(self, seconds: float, probe, probe_inputs, render, inputs, outputs, gated: bool = True, parts=None):
+        """Every ``seconds`` ask ``probe(*probe_inputs)`` for a cheap signature; only when it changed
+        does ``render(*inputs)`` compute the updates of ``outputs`` (every output is skipped
+        otherwise). (Carrying only a State on the tick and rendering from its .change event hung
+        the page in chromium with Gradio 6.17, so the tick lists the outputs itself.)"""
+        timer, seen = parts or self.watch_parts(seconds, gated)
+        n_in = len(probe_inputs)
 
         def tick(old, *values):
-            new = probe(*values)
-            return gr.skip() if new == old else new
+            new = probe(*values[:n_in])
+            if new == old:
+                return [gr.skip()] * (1 + len(outputs))
+            res = render(*values[n_in:])
+            return [new, *(list(res) if isinstance(res, (list, tuple)) else [res])]
 
-        timer.tick(tick, inputs=[seen, *probe_inputs], outputs=[seen], show_progress="hidden",
+        timer.tick(tick, inputs=[seen, *probe_inputs, *inputs], outputs=[seen, *outputs], show_progress="hidden",
                    concurrency_limit=None)
-        seen.change(render, inputs=list(inputs), outputs=list(outputs), show_progress="hidden",
-                    concurrency_limit=None)
         return seen
 
     def tr_fn(self, component, attr: str, text_of):

@@ -96,6 +96,7 @@ def build_jobs_tab(ctx):
         with tr(gr.Accordion(ctx.text("jobs.result"), open=False), "jobs.result"):
             result = gr.Code(language="json", interactive=False, elem_id="jobs-result")
         sig = gr.State(None)
+        watch = ctx.watch_parts(TICK)
     lang = ctx.lang
     outs = [sig, table, pick, status, progress, command, log, result, stop_btn]
 
@@ -127,7 +128,7 @@ def build_jobs_tab(ctx):
         return t("jobs.demo_started", lg, id=job_id), job_id
 
     demo_btn.click(build_demo, inputs=lang, outputs=[msg, pick]).then(render, inputs=[pick, lang], outputs=outs)
-    ctx.watch(TICK, _signature, [pick], tick, [pick, sig, lang], outs)
+    ctx.watch(TICK, _signature, [pick], tick, [pick, sig, lang], outs, parts=watch)
     tab.select(render, inputs=[pick, lang], outputs=outs, show_progress="hidden")
     pick.input(render, inputs=[pick, lang], outputs=outs, show_progress="hidden")
     stop_btn.click(stop, inputs=[pick, lang], outputs=msg)

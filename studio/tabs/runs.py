@@ -235,6 +235,7 @@ def build_runs_tab(ctx, started):
         diff = tr(gr.HTML(label=ctx.text("runs.diff"), show_label=True, container=True, elem_id="run-diff"), "runs.diff")
         view = gr.State(None)
         list_sig = gr.State(None)
+        run_watch, list_watch = ctx.watch_parts(TICK), ctx.watch_parts(LIST_TICK)
 
     lang = ctx.lang
     outs = [view, status_md, progress, caption, plot, speed, log, cfg_json, command, diff, stop_btn, resume_btn, cont_btn]
@@ -300,8 +301,9 @@ def build_runs_tab(ctx, started):
             out.append((r, _signature(d) if d else None, _size(d / "metrics.jsonl") if d else None))
         return out
 
-    ctx.watch(TICK, probe, [pick, compare], tick, [pick, compare, view, lang, log_y], outs)
-    ctx.watch(LIST_TICK, list_signature, [], list_tick, [lang, list_sig, pick, compare], [table, list_sig, pick, compare])
+    ctx.watch(TICK, probe, [pick, compare], tick, [pick, compare, view, lang, log_y], outs, parts=run_watch)
+    ctx.watch(LIST_TICK, list_signature, [], list_tick, [lang, list_sig, pick, compare], [table, list_sig, pick, compare],
+              parts=list_watch)
     for c in (pick, compare, log_y):
         c.change(select, inputs=[pick, compare, lang, log_y], outputs=outs, show_progress="hidden")
     refresh.click(lists, inputs=[lang, pick, compare], outputs=[table, list_sig, pick, compare])
