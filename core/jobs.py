@@ -90,6 +90,18 @@ def jobs_dir() -> Path:
 
 
 def proc_start(pid: int | None) -> float | None:
+    """When ``pid`` started, in seconds since boot (None when it is gone or a zombie). Counted from
+    boot, not from the wall clock: psutil's create_time adds the boot time, which moves when the
+    clock is adjusted, and a healthy run then looked vanished to a process that read it later."""
+    try:
+        with open(f"/proc/{int(pid)}/stat", "rb") as f:
+            stat = f.read().decode("ascii", "replace")
+        fields = stat[stat.rindex(")") + 2:].split()
+        if fields[0] == "Z":
+            return None
+        return int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, TypeError, IndexError):
+        pass
     import psutil
 
     try:

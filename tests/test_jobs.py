@@ -145,3 +145,17 @@ def test_catalog_kinds_and_signature(workspace_home):
     adapters = catalog.models(["adapter"])
     assert [(m["name"], m["adapter"], m["base"]) for m in adapters] == [("r1", "lora", "/x/base1")]
     assert [m["name"] for m in catalog.models(["base", "merged"])] == ["base1", "merged1"]
+
+
+def test_process_start_is_counted_from_boot_not_from_the_wall_clock():
+    """A start time that moved with the wall clock (psutil's create_time adds the boot time, which
+    shifts when the clock is adjusted) made a live supervisor look vanished, and its run was
+    ended: starts are seconds since boot, the same in every process."""
+    import os
+
+    from core import jobs
+
+    start = jobs.proc_start(os.getpid())
+    uptime = float(open("/proc/uptime").read().split()[0])
+    assert 0 <= start <= uptime + 1
+    assert jobs.alive(os.getpid(), start) and not jobs.alive(os.getpid(), start - 5)
