@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 
 
 def _print_json(obj) -> None:
@@ -173,9 +174,28 @@ def _apply_parallel(cfg, a) -> None:
         p.stall_timeout = a.stall_timeout
 
 
+def _quantization_file(path: str) -> bool:
+    """Is ``path`` an llm/run_quantization.py argument file (do_ptq / do_gptq / ...)? Those go to Quantize."""
+    from core.train import upstream
+
+    try:
+        return upstream.is_quantization(json.loads(Path(path).read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return False
+
+
 def cmd_config_check(a) -> int:
     from core.train import config
 
+    if _quantization_file(a.config):
+        from core.quant import pipeline
+
+        plan = pipeline.plan_from_paddlenlp(a.config)
+        pipeline.print_plan(plan, a.json)
+        if not a.json:
+            print("ok: `paddle-studio train FILE` (or quantize --config FILE) starts it" if plan["ok"]
+                  else f"{len(plan['problems'])} problem(s)")
+        return 0 if plan["ok"] else 1
     try:
         cfg = _load_run_config(a.config)
     except config.FileProblems as e:
@@ -226,6 +246,11 @@ def cmd_train(a) -> int:
     from core.train import config
     from core.train import runs
 
+    if _quantization_file(a.config):  # PaddleNLP runs it with run_quantization.py; the studio with Quantize
+        from core.quant import pipeline
+
+        return pipeline.cli_main(["--config", a.config, *(["--out", a.name] if a.name else []),
+                                  *(["--json"] if a.json else [])])
     try:
         cfg = _load_run_config(a.config, a.name)
     except config.FileProblems as e:

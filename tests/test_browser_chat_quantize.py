@@ -161,3 +161,35 @@ def test_quantize_from_the_tab_shows_the_report(home, tmp_path):
             browser.close()
     finally:
         s.close()
+
+
+def test_quantize_from_a_paddlenlp_config_file(home, tmp_path):
+    """An llm/run_quantization.py argument file uploaded in the Quantize tab: a typo is named with
+    its fix and nothing can start; the corrected file shows what will run and runs as a job."""
+    bad, good = tmp_path / "bad.json", tmp_path / "ptq_argument.json"
+    args = {"model_name_or_path": "demo-base", "dataset_name_or_path": "demo", "do_ptq": True,
+            "quant_type": "weight_only_int8", "ptq_step": 1, "output_dir": "./checkpoints/wint8_ckpts"}
+    bad.write_text(json.dumps({**args, "ptq_stpe": 1}))
+    good.write_text(json.dumps(args))
+    s = Studio(home, tmp_path / "studio.log")
+    try:
+        with playwright.sync_playwright() as p:
+            browser = launch_browser(p)
+            page = browser.new_page(viewport={"width": 1280, "height": 1400})
+            page.goto(s.url)
+            page.get_by_role("tab", name="Quantize", exact=True).click()
+            page.locator("#quant-from-config").get_by_text("Or start from a PaddleNLP").click()
+            page.locator("#quant-config-file input[type=file]").set_input_files(str(bad))
+            wait_text(page.locator("#quant-config-plan"), "did you mean 'ptq_step'?", 30)
+            assert page.locator("#quant-config-start").is_disabled()
+            page.locator("#quant-config-file button[aria-label='Clear']").click()
+            page.locator("#quant-config-file input[type=file]").set_input_files(str(good))
+            wait_text(page.locator("#quant-config-plan"), "Runs as:", 30)
+            assert "output model wint8_ckpts" in page.locator("#quant-config-plan").inner_text()
+            page.locator("#quant-config-start").click()
+            wait_text(page.locator("#quant-report"), "smaller", 240)
+            rep = json.loads((home / "models" / "wint8_ckpts" / "report.json").read_text())
+            assert rep["algorithm"] == "weight_only_int8" and rep["calibration"]["steps"] == 1
+            browser.close()
+    finally:
+        s.close()

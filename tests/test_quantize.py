@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -254,3 +255,52 @@ def test_cli_json_prints_one_report(merged, ws):
     assert rep["preset"] == "wint8" and rep["eval"]["before"] is None and Path(rep["out"]) == dest.resolve()
     r = cli("core.quant.pipeline", "--model", str(model), "--preset", "wint8", "--out", str(dest), home=ws)
     assert r.returncode != 0 and "exists" in r.stderr
+
+
+@pytest.mark.slow
+def test_a_paddlenlp_ptq_config_runs_as_a_quantize_job(merged, quantized, ws, monkeypatch):
+    """An llm/run_quantization.py argument file (do_ptq + shift + smooth, ptq_step) given to
+    `paddle-studio train` becomes a Quantize job whose result is what the a8w8-shift-smooth preset
+    gives with the same calibration (same weights, same scales); a typo or an unsupported method is
+    refused before anything starts."""
+    from core import jobs
+
+    model, _ = merged
+    cfg = ws / "ptq_argument.json"
+    cfg.write_text(json.dumps({
+        "model_name_or_path": f"./models/{model.name}", "dataset_name_or_path": "./datasets/demo",
+        "output_dir": "./checkpoints/ptq_ckpts", "per_device_train_batch_size": 8, "do_ptq": True,
+        "ptq_step": CALIB_STEPS, "shift": True, "smooth": True, "smooth_all_linears": True,
+        "unified_checkpoint": True, "do_eval": True, "src_length": 1024, "max_length": 2048}))
+    r = cli("core.cli", "config", "check", str(cfg), home=ws)
+    assert r.returncode == 0 and "a Quantize job: A8W8 PTQ (ptq, shift, smooth)" in r.stdout, r.stdout + r.stderr
+    assert "smooth_all_linears: Smooth is applied to the norm-fed linears only" in r.stdout
+    r = cli("core.cli", "train", str(cfg), "--json", home=ws)
+    assert r.returncode == 0, r.stderr[-2000:]
+    plan = json.loads(r.stdout)
+    monkeypatch.setenv("PADDLE_STUDIO_HOME", str(ws))
+    deadline = time.time() + 600
+    while jobs.status(plan["job_id"])["state"] not in jobs.FINAL and time.time() < deadline:
+        time.sleep(0.5)
+    st = jobs.status(plan["job_id"])
+    assert st["state"] == "succeeded", (st, jobs.read_log(plan["job_id"]))
+    out = ws / "models" / "ptq_ckpts"
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["algorithm"] == "a8w8" and rep["params"]["shift"] and rep["params"]["smooth"]
+    assert rep["calibration"]["steps"] == CALIB_STEPS and rep["calibration"]["batch_size"] == 8
+    ref, _ = quantized["a8w8-shift-smooth"]
+    assert json.loads((out / "act_scales.json").read_text()) == json.loads((ref / "act_scales.json").read_text())
+    from safetensors.numpy import load_file
+
+    a = {k: v for f in sorted(out.glob("*.safetensors")) for k, v in load_file(f).items()}
+    b = {k: v for f in sorted(ref.glob("*.safetensors")) for k, v in load_file(f).items()}
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+    bad = ws / "bad_quant.json"
+    bad.write_text(json.dumps({"model_name_or_path": str(model), "do_ptq": True, "ptq_stpe": 4}))
+    r = cli("core.cli", "train", str(bad), home=ws)
+    assert r.returncode == 1 and "ptq_stpe: not an argument of llm/run_quantization.py; did you mean 'ptq_step'?" in r.stderr
+    bad.write_text(json.dumps({"model_name_or_path": str(model), "do_awq": True, "quant_type": "a8w8c8"}))
+    r = cli("core.cli", "train", str(bad), home=ws)
+    assert r.returncode == 1 and "AWQ" in r.stderr and "'a8w8c8' is not in the studio's Quantize engine" in r.stderr
+    assert not (ws / "models" / "bad_quant").exists() and "Traceback" not in r.stderr

@@ -180,3 +180,24 @@ def test_round_trip_is_lossless(name):
     assert bare.training.evaluation_strategy == upstream.default("evaluation_strategy")
     assert bare.training.learning_rate == upstream.default("learning_rate")
     assert bare.method.num_prefix_tokens == upstream.default("num_prefix_tokens")
+
+
+@pytest.mark.parametrize("name", [f"{fam}_{kind}" for fam in ("llama", "qwen2", "chatglm2") for kind in ("ptq", "gptq")])
+def test_quantization_configs_become_quantize_plans(name):
+    """Quantization files are not refused: they are read as Quantize jobs with the preset upstream's
+    keys mean; on this machine only the hub id and the missing ./data stop them."""
+    from core.quant import pipeline, presets
+
+    plan = pipeline.plan_from_paddlenlp(CORPUS / f"{name}.json")
+    assert {(p["code"], p["field"]) for p in plan["problems"]} == {("hub_id", "model_name_or_path"),
+                                                                   ("path_missing", "dataset_name_or_path")}
+    d = json.loads((CORPUS / f"{name}.json").read_text())
+    preset, notes, problems = presets.from_paddlenlp(d)
+    assert not problems
+    if name.endswith("gptq"):
+        assert (preset["algorithm"], preset["method"], preset["calib_steps"]) == ("weight_only_int4", "gptq", d["gptq_step"])
+    else:
+        assert (preset["algorithm"], preset["method"], preset["calib_steps"]) == ("a8w8", "ptq", d["ptq_step"])
+        assert preset["smooth"] == bool(d.get("smooth")) and preset["shift"] == bool(d.get("shift"))
+        assert any("piecewise alpha search is not done" in n for n in notes)
+    assert plan["name"] == Path(d["output_dir"]).name

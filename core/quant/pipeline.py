@@ -50,6 +50,7 @@ from core.models.loading import load_quantized
 from core.quant.algorithms import (LAYOUT_ARCH, _collect_inputs, _gptq_layers, _ptq_scales, _require_gpu, _shift_smooth,
                                    _transform_input, bits_of, dequant, pack, rel_error, rtn, target_linears)
 from core.quant.presets import check_preset, list_presets, load_preset
+from core.quant.presets import from_paddlenlp as load_paddlenlp_preset
 from core.workspace import MODEL_MARKER, QUANT_MARKER
 
 def _weights_bytes(model_dir: Path) -> int:
@@ -366,42 +367,127 @@ def _table(sb, sa, before, after, secs):
 
 
 
+# ---------------------------------------------------------------- PaddleNLP quantization configs
+
+
+def plan_from_paddlenlp(path: str | Path, model: str | None = None, data: str | None = None,
+                        name: str | None = None) -> dict:
+    """Read an llm/run_quantization.py argument file as a Quantize job: {"ok", "preset", "notes",
+    "problems", "model", "data", "name"}. Keys are checked as strictly as upstream's parser (unknown
+    keys with a "did you mean", types, choices); model and data paths are read as upstream reads them
+    (relative to the working folder), then relative to the file, then as workspace names.
+    ``model``/``data``/``name`` override the file's."""
+    from core.train import config, upstream
+
+    path = Path(path)
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        return {"ok": False, "problems": [{"code": "unreadable", "field": "", "message": f"{path}: {e}"}]}
+    except json.JSONDecodeError as e:
+        return {"ok": False, "problems": [{"code": "bad_json", "field": "",
+                                           "message": f"{path}: line {e.lineno}, column {e.colno}: {e.msg}"}]}
+    problems = [{**x, "message": upstream.message(x)}
+                for x in upstream.problems(d, upstream.quant_table(), upstream.QUANTIZATION_SCRIPT)]
+    if problems or not isinstance(d, dict):
+        return {"ok": False, "problems": problems}
+    preset, notes, more = load_paddlenlp_preset(d)
+    problems += more
+
+    def local(value, root: Path):
+        for cand in (Path(value), path.parent / value, root / value):
+            if cand.exists():
+                return str(cand.resolve())
+        return None
+
+    model_arg = model or d.get("model_name_or_path")
+    model_dir = local(model_arg, workspace.models_dir()) if model_arg else None
+    if not model_arg:
+        problems.append({"code": "required", "field": "model_name_or_path", "message": "model_name_or_path is required"})
+    elif not model_dir or not Path(model_dir, "config.json").is_file():
+        code = "hub_id" if config.looks_like_hub_id(model_arg) else ("not_a_model" if model_dir else "path_missing")
+        p = {"code": code, "field": "model_name_or_path", "params": {"path": model_arg}}
+        problems.append({**p, "message": config.check_message(p)})
+    data_arg = data or d.get("dataset_name_or_path")
+    data_dir = local(data_arg, workspace.datasets_dir()) if data_arg else None
+    if data_arg and not data_dir:
+        p = {"code": "path_missing", "field": "dataset_name_or_path", "params": {"path": data_arg}}
+        problems.append({**p, "message": config.check_message(p)})
+    out_name = name or Path(d.get("output_dir") or f"{Path(model_arg or 'model').name}-quant").name
+    if not name and d.get("output_dir"):
+        notes.append(f"written to the workspace as models/{out_name} (output_dir {d['output_dir']!r} names it)")
+    return {"ok": not problems, "preset": preset, "notes": notes, "problems": problems, "model": model_dir,
+            "data": data_dir, "name": out_name, "script": upstream.QUANTIZATION_SCRIPT}
+
+
 # ---------------------------------------------------------------- CLI
 
 
-def submit(model: str | Path, preset: str, name: str, data: str | None = None, calib_steps: int | None = None,
+def submit(model: str | Path, preset: str | dict, name: str, data: str | None = None, calib_steps: int | None = None,
            eval_limit: int = 32) -> str:
-    """Start a quantize job writing models/NAME; returns the job id (jobs.Refused when it cannot start)."""
+    """Start a quantize job writing models/NAME; returns the job id (jobs.Refused when it cannot start).
+    ``preset``: a name in presets/quant, or a preset dict (e.g. from plan_from_paddlenlp)."""
     from core import jobs
 
     if not model or not Path(model, "config.json").is_file():
         raise jobs.Refused("no_model", f"{model} is not a model folder (no config.json)", path=str(model))
-    if preset not in list_presets():
+    if isinstance(preset, dict):
+        bad = check_preset(preset)
+        if bad:
+            raise jobs.Refused("bad_preset", "; ".join(bad), name=preset.get("name", ""))
+        preset_arg = json.dumps(preset, ensure_ascii=False)
+    elif preset not in list_presets():
         raise jobs.Refused("no_preset", f"unknown preset {preset!r} (one of {', '.join(list_presets())})", name=preset)
+    else:
+        preset_arg = preset
     out = jobs.check_output(name, workspace.models_dir())
-    args = ["quantize", "--model", str(model), "--preset", preset, "--out", str(out), "--json",
+    args = ["quantize", "--model", str(model), "--preset", preset_arg, "--out", str(out), "--json",
             "--eval-limit", str(int(eval_limit))]
     if data:
         args += ["--data", str(data)]
     if calib_steps:
         args += ["--calib-steps", str(int(calib_steps))]
     return jobs.submit("quantize", args, title=out.name,
-                       params={"model": str(model), "preset": preset, "out": str(out)}, outputs=[out])
+                       params={"model": str(model), "preset": preset if isinstance(preset, str) else preset.get("name", ""),
+                               "out": str(out)}, outputs=[out])
+
+
+def print_plan(plan: dict, as_json: bool, out=sys.stdout) -> None:
+    if as_json:
+        out.write(json.dumps(plan, ensure_ascii=False, indent=2) + "\n")
+        return
+    if plan.get("preset"):
+        pr = plan["preset"]
+        out.write(f"{plan['script']} config -> a Quantize job: {pr['description']}, "
+                  f"{pr.get('calib_steps', '-')} calibration batches of {pr.get('batch_size', '-')}\n")
+    for n in plan.get("notes", []):
+        out.write(f"note: {n}\n")
+    for p in plan.get("problems", []):
+        field = p.get("field") or "-"
+        out.write(p["message"] + "\n" if p["message"].startswith(field + ":") else f"{field}: {p['message']}\n")
 
 
 def cli_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="paddle-studio quantize", description="Quantize a merged model (see presets/quant)")
-    p.add_argument("--model", required=True, help="a merged or base model folder (not an adapter)")
-    p.add_argument("--preset", required=True, help=f"one of: {', '.join(list_presets())} (or a preset JSON file)")
+    p.add_argument("--model", default=None, help="a merged or base model folder (not an adapter)")
+    p.add_argument("--preset", default=None, help=f"one of: {', '.join(list_presets())} (or a preset JSON file)")
+    p.add_argument("--config", default=None,
+                   help="a PaddleNLP llm/run_quantization.py argument JSON instead of --preset (its model, data and "
+                        "output_dir are used unless --model/--data/--out are given); runs as a job, prints its id")
     p.add_argument("--data", default=None, help="calibration data (dataset folder or file); default: the training dataset")
     p.add_argument("--calib-steps", type=int, default=None, help="calibration batches (default: the preset's)")
     p.add_argument("--batch-size", type=int, default=None, help="calibration batch size (default: the preset's)")
     p.add_argument("--eval-limit", type=int, default=32, help="dev records scored before and after (0: skip)")
     p.add_argument("--kernel", default="auto", choices=["auto", "paddle", "gpu"],
                    help="how to run the quantized model for the after-evaluation")
-    p.add_argument("--out", required=True, help="output folder (must not exist)")
+    p.add_argument("--out", default=None, help="output folder (must not exist); with --config: a model name")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     a = p.parse_args(argv)
+    if a.config:
+        return _cli_config(a)
+    missing = [f"--{k}" for k in ("model", "preset", "out") if not getattr(a, k)]
+    if missing:
+        p.error(f"the following arguments are required: {', '.join(missing)} (or --config FILE)")
     log = (lambda m: sys.stderr.write(m + "\n")) if a.json else print
     try:
         with contextlib.redirect_stdout(sys.stderr) if a.json else contextlib.nullcontext():
@@ -417,6 +503,29 @@ def cli_main(argv: list[str]) -> int:
             print(f"{row['metric']:16} {row['before']!s:>14} -> {row['after']!s:>14}")
         print(f"layer error mean {rep['layer_error']['mean']:.3g} max {rep['layer_error']['max']:.3g} "
               f"({rep['layer_error']['max_layer']})")
+    return 0
+
+
+def _cli_config(a) -> int:
+    """`quantize --config FILE`: the file's plan, started as a Quantize job (exit 1 with every problem)."""
+    from core import jobs
+
+    plan = plan_from_paddlenlp(a.config, model=a.model, data=a.data, name=a.out)
+    if not plan["ok"]:
+        print_plan(plan, a.json, sys.stdout if a.json else sys.stderr)
+        return 1
+    try:
+        job_id = submit(plan["model"], plan["preset"], plan["name"], data=plan["data"], calib_steps=a.calib_steps,
+                        eval_limit=a.eval_limit)
+    except ValueError as e:
+        sys.stderr.write(f"paddle-studio quantize: {e}\n")
+        return 1
+    plan["job_id"] = job_id
+    if a.json:
+        print_plan(plan, True)
+    else:
+        print_plan(plan, False)
+        print(f"job {job_id} started: paddle-studio jobs show {job_id}")
     return 0
 
 

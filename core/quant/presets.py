@@ -14,6 +14,16 @@ def list_presets() -> list[str]:
 
 
 def load_preset(name_or_path: str) -> dict:
+    """A preset by name (presets/quant), by file, or given inline as a JSON object."""
+    if name_or_path.lstrip().startswith("{"):
+        try:
+            preset = json.loads(name_or_path)
+        except ValueError as e:
+            raise ValueError(f"inline preset is not JSON: {e}") from None
+        problems = check_preset(preset)
+        if problems:
+            raise ValueError("preset: " + "; ".join(problems))
+        return preset
     p = Path(name_or_path)
     if not p.is_file():
         p = PRESETS_DIR / f"{name_or_path}.json"
@@ -50,3 +60,79 @@ def check_preset(p: dict) -> list[str]:
     return out
 
 
+
+
+# ------------------------------------------------- llm/run_quantization.py argument files
+
+# What the studio's engine does not do, by upstream key: a precise refusal instead of a silent substitute.
+NOT_IN_THE_ENGINE = {
+    "do_awq": "AWQ search is not in the studio's Quantize engine (nearest: the gptq-wint4 preset)",
+    "do_qat": "QAT is not supported by llm/run_quantization.py itself ('Not Yet support') nor by the studio",
+    "auto_clip": "AWQ auto-clip is not in the studio's Quantize engine",
+    "load_quant_model": "loading an already quantized model is not a quantization; chat with it in the Chat tab",
+}
+# Upstream refinements the engine approximates: said in the plan's notes, never silently.
+APPROXIMATED = {
+    "smooth_piecewise_search": "piecewise alpha search is not done: Smooth uses one alpha (0.5) for every channel",
+    "smooth_search_piece": "piecewise alpha search is not done: Smooth uses one alpha (0.5) for every channel",
+    "shift_all_linears": "Shift is applied to the norm-fed linears only",
+    "smooth_all_linears": "Smooth is applied to the norm-fed linears only",
+    "shift_sampler": "Shift statistics are the mean over all calibration batches (no EMA)",
+    "smooth_sampler": "Smooth statistics are the max over all calibration batches",
+}
+
+
+def from_paddlenlp(d: dict) -> tuple[dict | None, list[str], list[dict]]:
+    """An upstream quantization argument dict -> (the equivalent preset, notes, problems).
+
+    Mapping (PaddleNLP llm/run_quantization.py semantics): ``do_gptq`` is GPTQ of 4-bit weights, per
+    channel, damp 0.1, act-order over ``gptq_step`` batches; ``do_ptq`` with ``quant_type`` a8w8 is
+    A8W8 PTQ over ``ptq_step`` batches after the optional ``shift`` / ``smooth``; with a
+    weight-only ``quant_type`` it is round-to-nearest of the weights (groupwise: groups of 128).
+    Problems name the key: quant types and methods the engine lacks (a8w8c8, FP8, AWQ, QAT)."""
+    problems, notes = [], []
+
+    def refuse(key, text):
+        problems.append({"code": "not_in_engine", "field": key, "params": {"key": key, "what": text},
+                         "message": text})
+
+    for key, text in NOT_IN_THE_ENGINE.items():
+        if d.get(key):
+            refuse(key, text)
+    qtype = d.get("quant_type", "a8w8")  # upstream's default
+    if qtype not in ("a8w8", "weight_only_int8", "weight_only_int4"):
+        refuse("quant_type", f"quant_type {qtype!r} is not in the studio's Quantize engine "
+                             "(it does a8w8, weight_only_int8 and weight_only_int4; no cache-KV int8, no FP8)")
+    if d.get("do_gptq"):
+        preset = {"name": "paddlenlp-gptq", "algorithm": "weight_only_int4", "method": "gptq", "group_size": -1,
+                  "percdamp": 0.1, "actorder": True, "calib_steps": int(d.get("gptq_step", 8))}
+        if qtype != "weight_only_int4":
+            notes.append(f"upstream GPTQ quantizes weights to 4 bits whatever quant_type says ({qtype!r})")
+    elif d.get("do_ptq") and qtype == "a8w8":
+        preset = {"name": "paddlenlp-ptq", "algorithm": "a8w8", "method": "ptq", "shift": bool(d.get("shift")),
+                  "smooth": bool(d.get("smooth")), "smooth_alpha": 0.5, "calib_steps": int(d.get("ptq_step", 32))}
+        said = set()
+        for key, text in APPROXIMATED.items():
+            if d.get(key) and text not in said and (not key.startswith("shift") or d.get("shift")) \
+                    and (not key.startswith("smooth") or d.get("smooth")):
+                said.add(text)
+                notes.append(f"{key}: {text}")
+    elif qtype in ("weight_only_int8", "weight_only_int4"):
+        group = 128 if d.get("weight_quant_method") == "groupwise" else -1
+        preset = {"name": f"paddlenlp-{qtype}", "algorithm": qtype, "method": "rtn", "group_size": group}
+        if d.get("do_ptq"):
+            preset["calib_steps"] = int(d.get("ptq_step", 32))
+            notes.append("weight-only PTQ is round to nearest of the weights: calibration data only scores the result")
+    else:
+        preset = None
+        if not problems:
+            problems.append({"code": "nothing_to_do", "field": "", "params": {},
+                             "message": "no quantization asked for: set do_ptq, do_gptq or a weight-only quant_type"})
+    if preset is not None:
+        preset["batch_size"] = int(d.get("per_device_train_batch_size", 8))  # upstream's calibration loader uses it
+        what = {"a8w8": "A8W8 PTQ", "weight_only_int8": "weight-only INT8", "weight_only_int4": "weight-only INT4"}
+        preset["description"] = (f"{what[preset['algorithm']]} ({preset['method']}"
+                                 + (", shift" if preset.get("shift") else "") + (", smooth" if preset.get("smooth") else "")
+                                 + ") from a PaddleNLP llm/run_quantization.py config")
+        problems += [{"code": "bad_preset", "field": "", "params": {}, "message": m} for m in check_preset(preset)]
+    return (None if problems else preset), notes, problems

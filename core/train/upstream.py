@@ -31,6 +31,29 @@ LLM_UTILS_KEYS = {
                      "rank": ("int", False), "act_fn": ("str", True), "add_bias": ("bool", False),
                      "dropout": ("float", False)},
 }
+# llm/run_quantization.py parses the same classes plus llm/utils/argument.py's QuantArgument (not in
+# the wheel either): its keys, types and the choices its help text names.
+QUANT_ARGUMENT_KEYS = {
+    "quant_type": ("str", False), "fp8_type": ("list", False), "skip_list_names": ("list", False),
+    "weight_quant_method": ("str", False), "act_quant_method": ("str", False), "cachekv_quant_method": ("str", False),
+    "search_alpha_min": ("float", False), "search_alpha_max": ("float", False), "search_scale_min": ("float", False),
+    "search_scale_max": ("float", False), "do_qat": ("bool", False), "do_ptq": ("bool", False), "ptq_step": ("int", False),
+    "shift": ("bool", False), "shift_all_linears": ("bool", False), "shift_sampler": ("str", False),
+    "shift_step": ("int", False), "smooth": ("bool", False), "smooth_all_linears": ("bool", False),
+    "smooth_sampler": ("str", False), "smooth_step": ("int", False), "smooth_piecewise_search": ("bool", False),
+    "smooth_k_piece": ("int", False), "smooth_search_piece": ("bool", False), "do_gptq": ("bool", False),
+    "gptq_step": ("int", False), "do_awq": ("bool", False), "auto_clip": ("bool", False), "awq_step": ("int", False),
+    "autoclip_step": ("int", False), "load_quant_model": ("bool", False), "do_quant_debug": ("bool", False),
+    "test_sample": ("str", True),
+}
+QUANT_CHOICES = {
+    "quant_type": ["weight_only_int8", "weight_only_int4", "a8w8", "a8w8c8", "a8w8_fp8", "a8w8c8_fp8"],
+    "weight_quant_method": ["abs_max_channel_wise", "groupwise"], "act_quant_method": ["abs_max", "avg"],
+    "cachekv_quant_method": ["abs_max_headwise", "avg_headwise"], "shift_sampler": ["ema", "none"],
+    "smooth_sampler": ["multi_step", "none"],
+}
+QUANTIZATION_SCRIPT = "llm/run_quantization.py"
+
 # Keys the studio adds to the configs it saves (launch settings); never passed to PaddleNLP.
 STUDIO_KEYS = {"studio_parallel": "dict", "studio_method": "str"}
 # str-typed upstream fields whose help text lists the accepted values
@@ -60,8 +83,8 @@ ENTRIES = [
     ("reft", "llm/run_finetune.py with reft: true (ReFT)", lambda d: bool(d.get("reft"))),
 ]
 WHAT_TO_DO = {
-    "quantization": "quantize a model in the Quantize tab or with `paddle-studio quantize MODEL --preset NAME` "
-                    "(presets/quant/ holds the PTQ / GPTQ / weight-only recipes)",
+    "quantization": "the studio runs it as a Quantize job: `paddle-studio train FILE` or "
+                    "`paddle-studio quantize --config FILE` (or pick a preset in the Quantize tab)",
     "pretrain": "the studio trains on its own dataset folders: import raw text with `paddle-studio data import` "
                 "and use the pretrain method",
     "kto": "preference training is not in the studio yet",
@@ -74,7 +97,7 @@ WHAT_TO_DO = {
 MESSAGES = {
     "not_an_object": "the file must hold one JSON object of PaddleNLP arguments, got {got}",
     "other_entry": "this is a config for {script}, not for llm/run_finetune.py (keys: {keys}); {todo}",
-    "unknown_key": "not an argument of llm/run_finetune.py{hint}",
+    "unknown_key": "not an argument of {script}{hint}",
     "bad_type": "expected {expected}, got {value!r}",
     "bad_choice": "{value!r} is not one of {choices}",
 }
@@ -243,11 +266,24 @@ EXPECTED = {"bool": "true or false", "int": "an integer", "float": "a number", "
             "list": "a list or a string", "dict": "an object"}
 
 
-def problems(d, known: dict | None = None) -> list[dict]:
-    """Every way ``d`` differs from what llm/run_finetune.py accepts, as {"code", "field", "params"}."""
+def quant_table() -> dict:
+    """The keys llm/run_quantization.py accepts: the fine-tuning table plus QuantArgument's."""
+    t = dict(table())
+    for key, (tp, optional) in QUANT_ARGUMENT_KEYS.items():
+        t[key] = {"type": tp, "optional": optional, "choices": QUANT_CHOICES.get(key)}
+    return t
+
+
+def is_quantization(d) -> bool:
+    return isinstance(d, dict) and (entry_of(d) or ("",))[0] == "quantization"
+
+
+def problems(d, known: dict | None = None, script: str = "llm/run_finetune.py") -> list[dict]:
+    """Every way ``d`` differs from what llm/run_finetune.py accepts, as {"code", "field", "params"}.
+    ``known``/``script``: another entry's table (quant_table() for llm/run_quantization.py)."""
     if not isinstance(d, dict):
         return [{"code": "not_an_object", "field": "", "params": {"got": type(d).__name__ if d is not None else "null"}}]
-    other = entry_of(d)
+    other = entry_of(d) if known is None else None
     if other:
         entry, script, keys = other
         return [{"code": "other_entry", "field": "", "params": {"entry": entry, "script": script,
@@ -260,7 +296,7 @@ def problems(d, known: dict | None = None) -> list[dict]:
         if spec is None:
             close = difflib.get_close_matches(key, names, n=1, cutoff=0.75)
             out.append({"code": "unknown_key", "field": key,
-                        "params": {"key": key, "suggestion": close[0] if close else None,
+                        "params": {"key": key, "suggestion": close[0] if close else None, "script": script,
                                    "hint": f"; did you mean {close[0]!r}?" if close else ""}})
         elif not _matches(value, spec):
             out.append({"code": "bad_type", "field": key,

@@ -96,6 +96,15 @@ def build_quantize_tab(ctx, chat_model):
             run = tr(gr.Button(ctx.text("quant.run"), variant="primary", elem_id="quant-run"), "quant.run", "value")
             open_chat = tr(gr.Button(ctx.text("quant.open_chat"), interactive=False, elem_id="quant-open-chat"),
                            "quant.open_chat", "value")
+        with tr(gr.Accordion(ctx.text("quant.from_config"), open=False, elem_id="quant-from-config"),
+                "quant.from_config", "label"):
+            with gr.Row():
+                cfg_file = tr(gr.File(label=ctx.text("quant.config_file"), file_types=[".json"], type="filepath",
+                                      elem_id="quant-config-file"), "quant.config_file")
+                cfg_start = tr(gr.Button(ctx.text("quant.config_start"), interactive=False, elem_id="quant-config-start"),
+                               "quant.config_start", "value")
+            cfg_plan_md = gr.Markdown(elem_id="quant-config-plan")
+            cfg_plan = gr.State(None)
         note = gr.Markdown(elem_id="quant-note")
         report = gr.HTML(elem_id="quant-report")
         with gr.Row():
@@ -124,6 +133,35 @@ def build_quantize_tab(ctx, chat_model):
 
         return gr.update(choices=chat_choices(), value=f"model:{out}"), f"{out} {time.time()}"
 
+    def read_config(f, m, nm, lg):
+        """The uploaded file's plan; the model picked above stands in when the file's is not here."""
+        if not f:
+            return "", None, gr.update(interactive=False)
+        plan = pipeline.plan_from_paddlenlp(f, name=nm or None)
+        if m and any(p["field"] == "model_name_or_path" for p in plan["problems"]):
+            plan = pipeline.plan_from_paddlenlp(f, model=m, name=nm or None)
+        lines = []
+        if plan.get("preset"):
+            pr = plan["preset"]
+            lines.append(t("quant.config_plan", lg, what=pr["description"], steps=pr.get("calib_steps", "-"),
+                           batch=pr.get("batch_size", "-"), name=plan["name"]))
+        lines += [f"- {t('quant.config_note', lg)}: {n}" for n in plan.get("notes", [])]
+        lines += [f"- **{t('quant.config_problem', lg)}:** {p['message']}" for p in plan.get("problems", [])]
+        return "\n".join(lines), (plan if plan["ok"] else None), gr.update(interactive=plan["ok"])
+
+    def start_config(plan, lim, lg):
+        if not plan:
+            return t("quant.pick_first", lg), None
+        try:
+            return "", pipeline.submit(plan["model"], plan["preset"], plan["name"], data=plan["data"],
+                                       eval_limit=int(lim if lim is not None else 32))
+        except jobs.Refused as e:
+            return t("error.prefix", lg) + refusal(e, lg), None
+
+    cfg_file.change(read_config, inputs=[cfg_file, model, name, lang], outputs=[cfg_plan_md, cfg_plan, cfg_start],
+                    show_progress="hidden")
+    cfg_start.click(start_config, inputs=[cfg_plan, limit, lang], outputs=[note, started]).then(
+        panel.follow, inputs=[started, lang], outputs=[panel.job, *panel.outputs])
     preset.change(preset_text, inputs=preset, outputs=desc, show_progress="hidden")
     model.change(suggest, inputs=[model, preset], outputs=name, show_progress="hidden")
     preset.change(suggest, inputs=[model, preset], outputs=name, show_progress="hidden")
