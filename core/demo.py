@@ -31,7 +31,11 @@ from pathlib import Path
 from core import workspace
 from core.jobs import report_progress
 
-DEMO_VERSION = 2
+DEMO_VERSION = 2  # the model's; the dataset's own version is DATASET_VERSION
+# 3: every record is written with list-valued src/tgt (one shape per file: upstream's JSON loader
+# refuses a file whose src is a string on one line and a list on another). Same records, same text,
+# same tokens as version 2, so a model built on a version-2 dataset stays valid.
+DATASET_VERSION = 3
 DEMO_DATASET = "demo"
 DEMO_MODEL = "demo-base"
 
@@ -169,10 +173,16 @@ def generate_records(n: int, seed: int) -> list[dict]:
     return out
 
 
+def as_lists(rec: dict) -> dict:
+    """A record with list-valued src and tgt (a single-turn record becomes one round)."""
+    return {k: ([v] if k in ("src", "tgt") and isinstance(v, str) else v) for k, v in rec.items()}
+
+
 def write_dataset(root: Path, seed: int, n_train: int = 3000, n_dev: int = 200) -> dict:
-    """Write train.json/dev.json/meta.json of the demo dataset atomically; returns meta."""
+    """Write train.json/dev.json/meta.json of the demo dataset atomically; returns meta. Every
+    record has list-valued src/tgt, as upstream's loader needs one shape per file."""
     final = root / DEMO_DATASET
-    recs = generate_records(n_train + n_dev, seed)
+    recs = [as_lists(r) for r in generate_records(n_train + n_dev, seed)]
     tmp = workspace.temp_dir_beside(final)
     try:
         for name, part in (("train", recs[n_dev:]), ("dev", recs[:n_dev])):
@@ -185,9 +195,10 @@ def write_dataset(root: Path, seed: int, n_train: int = 3000, n_dev: int = 200) 
             "format": "paddlenlp",
             "train": len(recs) - n_dev,
             "dev": n_dev,
-            "multi_turn": sum(isinstance(r["src"], list) for r in recs),
+            "multi_turn": sum(len(r["src"]) > 1 for r in recs),
+            "shape": "list",
             "seed": seed,
-            "demo_version": DEMO_VERSION,
+            "demo_version": DATASET_VERSION,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
         }
         workspace.write_json_atomic(tmp / "meta.json", meta)
@@ -392,9 +403,19 @@ def _parts() -> dict:
     return {"dataset": (ds, ds / "meta.json"), "model": (md, md / workspace.MODEL_MARKER)}
 
 
+VERSIONS = {"dataset": DATASET_VERSION, "model": DEMO_VERSION}
+
+
 def status() -> dict:
-    """Which demo parts exist in the workspace, built by this DEMO_VERSION."""
-    return {name: str(d) if _built_version(f) == DEMO_VERSION else None for name, (d, f) in _parts().items()}
+    """Which demo parts exist in the workspace, built by their current version."""
+    return {name: str(d) if _built_version(f) == VERSIONS[name] else None for name, (d, f) in _parts().items()}
+
+
+def _model_seed() -> int | None:
+    try:
+        return json.loads((_parts()["model"][1]).read_text(encoding="utf-8")).get("seed")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _clear(name: str, log) -> None:
@@ -424,7 +445,8 @@ def init(seed: int = 1234, steps: int = PRETRAIN_STEPS, log=print) -> dict:
         log("writing demo dataset")
         write_dataset(ds_root, seed)
         created.append("dataset")
-    if not done["model"] or "dataset" in created:
+    # a rewritten dataset of the same seed holds the same text: the model stays valid
+    if not done["model"] or ("dataset" in created and _model_seed() != seed):
         _clear("model", log)
         md = workspace.models_dir() / DEMO_MODEL
         read = lambda f: [json.loads(l) for l in (ds_root / DEMO_DATASET / f).open(encoding="utf-8")]  # noqa: E731

@@ -76,13 +76,27 @@ class Ctx:
         component directly under gr.Tabs breaks the tab bar)."""
         return self.live(seconds, gated), gr.State(None)
 
-    def watch(self, seconds: float, probe, probe_inputs, render, inputs, outputs, gated: bool = True, parts=None):
+    def watch(self, seconds: float, probe, probe_inputs, render, inputs, outputs, gated: bool = True, parts=None,
+              direct: bool = False):
         """Every ``seconds`` ask ``probe(*probe_inputs)`` for a cheap signature; only when it changed
         does ``render(*inputs)`` compute the updates of ``outputs`` (every output is skipped
         otherwise): the tick's event carries one State only. A tick listing many outputs cost the
         page a status update of each of them every time, even when all were skipped (about 90 DOM
         mutations a second from the picker watcher alone, and chromium's renderer near a core)."""
         timer, seen = parts or self.watch_parts(seconds, gated)
+        if direct:
+            # outputs that change on most ticks (a training run's view): one event a tick, not two
+            n = len(probe_inputs)
+
+            def tick_render(old, *values):
+                new = probe(*values[:n])
+                if new == old:
+                    return [gr.skip()] * (len(outputs) + 1)
+                return [new, *render(*values[n:])]
+
+            timer.tick(tick_render, inputs=[seen, *probe_inputs, *inputs], outputs=[seen, *outputs],
+                       show_progress="hidden", concurrency_limit=None)
+            return seen
 
         def tick(old, *values):
             new = probe(*values)
@@ -158,10 +172,35 @@ def build_app(lang: str = "en") -> gr.Blocks:
             ev.then(fn, inputs=inputs, outputs=outputs)
         for fn, inputs, outputs in ctx.on_load:
             demo.load(fn, inputs=inputs, outputs=outputs, show_progress="hidden")
+        demo.load(None, inputs=None, outputs=None, js=mount_tabs_js(ctx))
     return demo
 
 
-WATCH_TICK = 1.0
+def mount_tabs_js(ctx: Ctx) -> str:
+    """Client code run once the page has loaded: show every tab once (the tab bar hidden meanwhile),
+    then the first again. Gradio 6.17's Tabs keeps re-running its overflow measurement (two
+    requestAnimationFrame loops, ~1500 callbacks a second, half a core of the renderer on an idle
+    page) for as long as one of its tabs has never been shown; once each has been, it stops
+    (measured: 1458 -> 52 rAF callbacks a second). A person's own click or key during it ends it
+    where they are."""
+    import json
+
+    ids = [tab.elem_id for tab, _ in ctx.tab_list]
+    return ("async () => { const ids = " + json.dumps(ids) + ";"
+            " const tabs = document.getElementById('studio-tabs'); if (!tabs) return;"
+            " let acted = false; const mark = (e) => { if (e.isTrusted) acted = true; };"
+            " document.addEventListener('pointerdown', mark, true); document.addEventListener('keydown', mark, true);"
+            " const first = document.querySelector('#studio-tabs [role=tab][aria-selected=true]');"
+            " tabs.style.visibility = 'hidden';"
+            " try { for (const id of ids) { if (acted) break; const b = document.getElementById(id + '-button');"
+            " if (b && b.getAttribute('aria-selected') !== 'true') { b.click();"
+            " await new Promise((r) => setTimeout(r, 200)); } }"
+            " if (!acted && first) first.click(); } finally { tabs.style.visibility = '';"
+            " document.removeEventListener('pointerdown', mark, true); document.removeEventListener('keydown', mark, true);"
+            " window.__studioTabsMounted = true; } }")
+
+
+WATCH_TICK = 5.0  # the page refreshes its pickers on tab select and after actions too; this only catches the CLI and finishing jobs
 
 
 def gate_timers(ctx: Ctx) -> None:
@@ -170,8 +209,11 @@ def gate_timers(ctx: Ctx) -> None:
         return
     outputs = [timer for _, timer in ctx.timers]
     for tab, _ in ctx.tab_list:
+        # one queue, one at a time: answers come back in the order the tabs were selected (unqueued,
+        # quick selections answered out of order left the shown tab's timers off)
         tab.select(lambda tab=tab: [gr.Timer(active=owner is tab) for owner, _ in ctx.timers],
-                   inputs=None, outputs=outputs, show_progress="hidden", queue=False)
+                   inputs=None, outputs=outputs, show_progress="hidden", concurrency_limit=1,
+                   concurrency_id="tab-timers")
 
 
 def tab_label_js(ctx: Ctx) -> str:

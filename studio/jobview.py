@@ -14,7 +14,7 @@ from core import jobs
 from studio.charts import duration, progress_bar
 from studio.locales import t
 
-TICK = 0.5
+TICK = 1.0
 
 
 def _seconds(st: dict) -> float | None:

@@ -8,6 +8,30 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
+@pytest.fixture(autouse=True)
+def no_process_outlives_its_test(request):
+    """After each test, end every process still naming one of its temp folders (a run, a job or a
+    chat worker a failed test left behind would otherwise load the machine for every later test)."""
+    yield
+    import psutil
+
+    roots = [str(p) for p in (request.node.funcargs.get("tmp_path"),) if p is not None]
+    if not roots:
+        return
+    left = []
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            if p.pid != os.getpid() and any(r in a for a in (p.info["cmdline"] or []) for r in roots):
+                left.append(p)
+        except psutil.Error:
+            continue
+    for p in left:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+
+
 @pytest.fixture
 def workspace_home(tmp_path, monkeypatch):
     """A fresh, empty PADDLE_STUDIO_HOME for one test."""

@@ -37,11 +37,11 @@ def alpaca_file(demo_home: Path, out: Path) -> list[dict]:
     rows = []
     for line in (demo_home / "datasets" / "demo" / "train.json").read_text(encoding="utf-8").splitlines():
         r = json.loads(line)
-        if isinstance(r["src"], str):
-            rows.append({"instruction": r["src"], "input": "", "output": r["tgt"]})
+        if len(r["src"]) == 1:
+            rows.append({"instruction": r["src"][0], "input": "", "output": r["tgt"][0]})
     out.write_text(json.dumps(rows, ensure_ascii=False), encoding="utf-8")
     dev = [json.loads(x) for x in (demo_home / "datasets" / "demo" / "dev.json").read_text(encoding="utf-8").splitlines()]
-    return [r for r in dev if isinstance(r["src"], str)]
+    return [{"src": r["src"][0], "tgt": r["tgt"][0]} for r in dev if len(r["src"]) == 1]
 
 
 def pick(page, elem_id: str, label: str, timeout: float = 90) -> None:

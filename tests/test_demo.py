@@ -45,6 +45,38 @@ def test_demo_init_builds_everything_and_is_idempotent(demo_home):
     assert before == ((ds / "train.json").stat().st_mtime_ns, (model / "model.safetensors").stat().st_mtime_ns)
 
 
+def test_demo_dataset_has_one_shape_upstream_reads(demo_home):
+    """Every demo record has list-valued src/tgt, so upstream's JSON loader (pyarrow) reads the
+    files, which it cannot when string and list src are mixed."""
+    from paddlenlp.datasets import load_dataset
+
+    ds = demo_home / "datasets" / "demo"
+    recs = [json.loads(x) for p in ("train.json", "dev.json") for x in (ds / p).read_text(encoding="utf-8").splitlines()]
+    assert all(type(r["src"]) is list and type(r["tgt"]) is list for r in recs)
+    assert json.loads((ds / "meta.json").read_text())["shape"] == "list"
+    assert len(load_dataset("json", data_files=str(ds / "dev.json"), lazy=False)[0]) == 200
+
+
+def test_an_older_demo_dataset_is_rewritten_and_the_model_kept(demo_home, tmp_path, monkeypatch):
+    """A version-2 demo dataset (mixed shapes) is rewritten in the list shape; the model, built from
+    the same records and text, is not rebuilt."""
+    home = tmp_path / "ws"
+    (home / "models").mkdir(parents=True)
+    (home / "models" / "demo-base").symlink_to(demo_home / "models" / "demo-base")
+    old = home / "datasets" / "demo"
+    old.mkdir(parents=True)
+    recs = demo.generate_records(3200, seed=1234)
+    (old / "dev.json").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs[:200]), encoding="utf-8")
+    (old / "train.json").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs[200:]), encoding="utf-8")
+    (old / "meta.json").write_text(json.dumps({"name": "demo", "demo_version": 2, "seed": 1234}))
+    monkeypatch.setenv("PADDLE_STUDIO_HOME", str(home))
+    out = demo.init(log=lambda m: None)
+    assert out["created"] == ["dataset"] and out["dataset"] and out["model"]
+    new = (old / "dev.json").read_text(encoding="utf-8")
+    assert new == (demo_home / "datasets" / "demo" / "dev.json").read_text(encoding="utf-8")
+    assert [demo.as_lists(r) for r in recs[:200]] == [json.loads(x) for x in new.splitlines()]
+
+
 def test_tokenizer_round_trips_bilingual_text_and_template(demo_home):
     tok = datasets.load_tokenizer(demo_home / "models" / "demo-base")
     for s in ["这款裙子是蓝色的，风格清新。", "What is 12 plus 7?", "17 - 3 = 14"]:

@@ -43,6 +43,17 @@ def start(ws, cfg, env, *extra):
     return json.loads(r.stdout)["run_id"]
 
 
+
+def resume_to_the_end(run_id: str, done, steps: int, timeout: float) -> None:
+    """Resume: the run succeeds, trains to ``steps``, and began again where the complete checkpoint ``done`` was."""
+    d = runs.run_dir(run_id)
+    runs.resume(run_id)
+    wait_for(lambda: runs.status(run_id)["state"] == "succeeded", timeout, 0.5)
+    recs = [json.loads(l) for l in (d / "metrics.jsonl").read_text().splitlines()]
+    assert max(r["step"] for r in recs if "loss" in r) == steps
+    begins = [r for r in recs if r.get("event") == "train_begin"]
+    assert begins[-1]["step"] == int(done.name.split("-")[1])
+
 def test_collator_error_fails_the_run_with_its_message(ws, tmp_path, monkeypatch):
     monkeypatch.setenv("PADDLE_STUDIO_HOME", str(ws))
     run_id = start(ws, small_config(ws, tmp_path / "c.json", max_steps=20), inject(tmp_path, "raise"))
@@ -115,12 +126,7 @@ def test_full_disk_mid_run_then_resume_from_the_last_complete_checkpoint(small_d
         - int(done.name.split("-")[1])
     assert 0 <= lost <= 4 + 1, lost  # at most one save interval (+ the step being saved)
     print(f"full disk: run failed {time.time() - t_dead:.1f} s after room was made; steps lost {lost} (save every 4)")
-    runs.resume(run_id)
-    wait_for(lambda: runs.status(run_id)["state"] == "succeeded", 180, 0.5)
-    recs = [json.loads(l) for l in (d / "metrics.jsonl").read_text().splitlines()]
-    assert max(r["step"] for r in recs if "loss" in r) == 40
-    begins = [r for r in recs if r.get("event") == "train_begin"]
-    assert begins[-1]["step"] == int(done.name.split("-")[1])  # resumed where the complete checkpoint was
+    resume_to_the_end(run_id, done, 40, 180)
     with pytest.raises(ValueError, match="already trained all 40 steps"):  # nothing left to resume
         runs.resume(run_id)
 
@@ -151,12 +157,7 @@ def test_kill9_of_one_rank_names_it_then_resume_from_the_last_complete_checkpoin
     done = runs.last_checkpoint(d)
     assert done is not None
     print(f"kill -9 of rank 1: run failed {took:.1f} s later: {reason}")
-    runs.resume(run_id)
-    wait_for(lambda: runs.status(run_id)["state"] == "succeeded", 240, 0.5)
-    recs = [json.loads(l) for l in (d / "metrics.jsonl").read_text().splitlines()]
-    assert max(r["step"] for r in recs if "loss" in r) == 32
-    begins = [r for r in recs if r.get("event") == "train_begin"]
-    assert begins[-1]["step"] == int(done.name.split("-")[1])
+    resume_to_the_end(run_id, done, 32, 240)
 
 
 def test_the_studio_starts_a_queued_run_nobody_kicked_with_no_page_open(ws, tmp_path, monkeypatch):

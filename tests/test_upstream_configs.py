@@ -201,3 +201,11 @@ def test_quantization_configs_become_quantize_plans(name):
         assert preset["smooth"] == bool(d.get("smooth")) and preset["shift"] == bool(d.get("shift"))
         assert any("piecewise alpha search is not done" in n for n in notes)
     assert plan["name"] == Path(d["output_dir"]).name
+
+
+def test_entry_is_told_by_its_own_keys_only():
+    assert upstream.entry_of({"loss_type": "ce", "model_name_or_path": "m"}) is None  # not a DPO loss
+    assert upstream.entry_of({"loss_type": "sigmoid"})[0] == "dpo"
+    assert upstream.entry_of({"split": "949,50,1", "dataset_name_or_path": "d"}) is None
+    assert upstream.entry_of({"split": "949,50,1", "input_dir": "d"})[2] == ["input_dir", "split"]
+    assert upstream.entry_of({"do_ptq": False, "reft": False}) is None  # switched off: still fine-tuning

@@ -213,15 +213,14 @@ def _write_note(text: str) -> None:
             pass
 
 
-TERM_NOTE = "ended by SIGTERM (the launcher ends every rank once one fails; Stop does too)"
-
-
 def note_termination() -> None:
     """Say in the failure note that SIGTERM ended this rank, then end at once. A thread waits for
     the signal (blocked everywhere else), so it is answered even while the main thread is inside
     a C++ call; without the note a rank ended by the launcher looked like one killed -9."""
     import signal
     import threading
+
+    from core.train.runs import TERM_NOTE
 
     if not hasattr(signal, "pthread_sigmask"):
         return

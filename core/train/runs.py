@@ -238,6 +238,8 @@ def rank_story(lines: list[str]) -> str | None:
 
 
 SILENT = "ended without a message (killed: kill -9, or the out-of-memory killer)"
+# the failure note a rank leaves when SIGTERM ends it (written by entry.note_termination)
+TERM_NOTE = "ended by SIGTERM (the launcher ends every rank once one fails; Stop does too)"
 
 
 def _failure_reason(d: Path, code: int) -> str:
@@ -265,7 +267,7 @@ def _failure_reason(d: Path, code: int) -> str:
     silent = [r for r in range(nproc) if r not in stories]
     if stories and (silent or nproc > 1 or notes):
         # the causes first: a rank the launcher ended (SIGTERM) only followed another one's failure
-        order = sorted(stories.items(), key=lambda kv: (kv[1].startswith("ended by SIGTERM"), kv[0]))
+        order = sorted(stories.items(), key=lambda kv: (kv[1] == TERM_NOTE, kv[0]))
         parts = [f"rank {r}: {text}" for r, text in order]
         if silent:
             parts.insert(0, f"rank {', '.join(map(str, silent))} {SILENT}")

@@ -63,25 +63,28 @@ STR_CHOICES = {
 }
 FIXED_CHOICES = {"fp16_opt_level": ["O0", "O1", "O2"], "device": ["cpu", "gpu", "xpu", "npu"]}
 
-# Which upstream entry a config is for, by the keys only that entry reads (first match wins).
+# Which upstream entry a config is for, by the keys only that entry reads (first match wins):
+# (entry, script, the keys that tell, whether they tell by being set to a true value, extra test).
 ENTRIES = [
-    ("quantization", "llm/run_quantization.py (PTQ / GPTQ / AWQ / QAT)",
-     lambda d: any(d.get(k) for k in ("do_ptq", "do_gptq", "do_awq", "do_qat"))),
-    ("pretrain", "llm/run_pretrain.py (pretraining on an indexed corpus)",
-     lambda d: "input_dir" in d or "split" in d and "dataset_name_or_path" not in d),
-    ("kto", "llm/alignment/kto/run_kto.py (KTO)",
-     lambda d: "desirable_weight" in d or "undesirable_weight" in d),
+    ("quantization", "llm/run_quantization.py (PTQ / GPTQ / AWQ / QAT)", ("do_ptq", "do_gptq", "do_awq", "do_qat"),
+     True, None),
+    ("pretrain", "llm/run_pretrain.py (pretraining on an indexed corpus)", ("input_dir", "split"), False,
+     lambda d: "input_dir" in d or "dataset_name_or_path" not in d),
+    ("kto", "llm/alignment/kto/run_kto.py (KTO)", ("desirable_weight", "undesirable_weight"), False, None),
     ("dpo", "llm/alignment/dpo/run_dpo.py (DPO / SimPO / ORPO)",
-     lambda d: any(k in d for k in ("beta", "simpo_gamma", "ref_model_update_steps", "reference_free",
-                                     "dpop_lambda", "pref_loss_ratio", "normalize_logps"))
-     or d.get("loss_type") in ("sigmoid", "hinge", "ipo", "kto_pair", "sppo_hard", "nca_pair", "dpop", "or", "simpo")),
-    ("reward", "llm/alignment/rm (reward model)",
-     lambda d: "train_dataset_path" in d or "max_prompt_len" in d),
+     ("beta", "simpo_gamma", "loss_type", "ref_model_update_steps", "reference_free", "dpop_lambda",
+      "pref_loss_ratio", "normalize_logps"), False,
+     lambda d: set(d) & {"beta", "simpo_gamma", "ref_model_update_steps", "reference_free",
+                                          "dpop_lambda", "pref_loss_ratio", "normalize_logps"}
+     or d.get("loss_type") in DPO_LOSSES),
+    ("reward", "llm/alignment/rm (reward model)", ("train_dataset_path", "max_prompt_len"), False, None),
     ("embedding", "llm/run_embedding.py (embedding model)",
-     lambda d: any(k in d for k in ("embedding_temperature", "embedding_negative_numbers", "use_matryoshka",
-                                     "matryoshka_dims", "query_max_len", "passage_max_len"))),
-    ("reft", "llm/run_finetune.py with reft: true (ReFT)", lambda d: bool(d.get("reft"))),
+     ("embedding_temperature", "embedding_negative_numbers", "use_matryoshka", "matryoshka_dims", "query_max_len",
+      "passage_max_len"), False, None),
+    ("reft", "llm/run_finetune.py with reft: true (ReFT)", ("reft",), True, None),
 ]
+# loss_type is also a fine-tuning key; only these values of it are DPO's
+DPO_LOSSES = ("sigmoid", "hinge", "ipo", "kto_pair", "sppo_hard", "nca_pair", "dpop", "or", "simpo")
 WHAT_TO_DO = {
     "quantization": "the studio runs it as a Quantize job: `paddle-studio train FILE` or "
                     "`paddle-studio quantize --config FILE` (or pick a preset in the Quantize tab)",
@@ -226,20 +229,10 @@ def table() -> dict:
 
 def entry_of(d: dict) -> tuple[str, str, list[str]] | None:
     """(entry, script, the keys that tell) for a config meant for another upstream entry, else None."""
-    for entry, script, test in ENTRIES:
-        if test(d):
-            tells = {
-                "quantization": ["do_ptq", "do_gptq", "do_awq", "do_qat"],
-                "pretrain": ["input_dir", "split"],
-                "kto": ["desirable_weight", "undesirable_weight"],
-                "dpo": ["beta", "simpo_gamma", "loss_type", "ref_model_update_steps", "reference_free", "dpop_lambda",
-                        "pref_loss_ratio", "normalize_logps"],
-                "reward": ["train_dataset_path", "max_prompt_len"],
-                "embedding": ["embedding_temperature", "embedding_negative_numbers", "use_matryoshka",
-                              "matryoshka_dims", "query_max_len", "passage_max_len"],
-                "reft": ["reft"],
-            }[entry]
-            return entry, script, [k for k in tells if k in d]
+    for entry, script, keys, by_value, extra in ENTRIES:
+        present = [k for k in keys if (d.get(k) if by_value else k in d)]
+        if present and (extra is None or extra(d)):
+            return entry, script, present
     return None
 
 

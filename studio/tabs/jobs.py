@@ -15,7 +15,7 @@ from core.train import runs
 from studio.charts import html_table, progress_bar
 from studio.locales import refusal, t
 
-TICK = 1.0
+TICK = 2.0
 
 
 def table_html(rows: list[dict], lang: str) -> str:

@@ -10,6 +10,7 @@ it sends nothing.
 from __future__ import annotations
 
 import json
+import time
 from html import escape
 
 import gradio as gr
@@ -18,8 +19,9 @@ from core.train import runs
 from studio.charts import html_table, line_figure, num
 from studio.locales import t
 
-TICK = 0.5
-LIST_TICK = 1.0
+TICK = 1.0
+FIGURE_EVERY = 3.0  # seconds between two redraws of a training run's charts
+LIST_TICK = 3.0
 
 
 def runs_table(lang: str) -> str:
@@ -173,15 +175,18 @@ def snapshot(run_id: str | None, compare: str | None, view: dict | None, lang: s
     if compare:
         series[f"{compare}: "] = view["crecords"]
     active = st.get("state") in runs.ACTIVE
-    redraw = force or new or cnew  # figures are sent only when there are new points
+    # Figures are the costly part of a page update (Plotly redraws every trace): sent when there
+    # are new points, at most every FIGURE_EVERY seconds while the run trains, and at once when
+    # it ends or the view changed.
+    now = time.monotonic()
+    redraw = force or ((new or cnew) and (not active or now - view.get("drawn", 0.0) >= FIGURE_EVERY))
+    if redraw:
+        view["drawn"] = now
     loss_fig, speed_fig = curve_figures(series, lang, log_y) if redraw else (gr.skip(), gr.skip())
-    return {
-        "view": view,
+    out = {
         "status": status_markdown(run_id, st, p, lang),
         "progress": progress_html(st, p, lang),
         "caption": curve_caption(run_id, view["records"], lang) if redraw else gr.skip(),
-        "plot": loss_fig,
-        "speed": speed_fig,
         "log": runs.tail_log(d),
         "config": json.dumps(runs.read_json(d / "config.json", {}), indent=2, ensure_ascii=False),
         "command": (d / "command.txt").read_text(encoding="utf-8") if (d / "command.txt").is_file() else "",
@@ -190,6 +195,18 @@ def snapshot(run_id: str | None, compare: str | None, view: dict | None, lang: s
         "resume": gr.update(interactive=st.get("state") in ("failed", "stopped")),
         "cont": gr.update(interactive=st.get("state") == "succeeded"),
     }
+    # what the page already shows is not sent again (a re-sent value re-renders its component)
+    sent = {} if force else dict(view.get("sent") or {})
+    for k, v in list(out.items()):
+        if v == gr.skip():
+            continue
+        key = repr(v)
+        if sent.get(k) == key:
+            out[k] = gr.skip()
+        else:
+            sent[k] = key
+    view["sent"] = sent
+    return {"view": view, "plot": loss_fig, "speed": speed_fig, **out}
 
 
 OUT_KEYS = ["view", "status", "progress", "caption", "plot", "speed", "log", "config", "command", "diff", "stop", "resume",
@@ -301,7 +318,7 @@ def build_runs_tab(ctx, started):
             out.append((r, _signature(d) if d else None, _size(d / "metrics.jsonl") if d else None))
         return out
 
-    ctx.watch(TICK, probe, [pick, compare], tick, [pick, compare, view, lang, log_y], outs, parts=run_watch)
+    ctx.watch(TICK, probe, [pick, compare], tick, [pick, compare, view, lang, log_y], outs, parts=run_watch, direct=True)
     ctx.watch(LIST_TICK, list_signature, [], list_tick, [lang, list_sig, pick, compare], [table, list_sig, pick, compare],
               parts=list_watch)
     for c in (pick, compare, log_y):

@@ -1,0 +1,139 @@
+"""What a page left open costs: CPU seconds per minute of the studio process and of the headless
+chromium (every process of the browser, the renderer most of all) in three windows:
+
+1. idle: the page on its first tab, nothing running;
+2. watched: a run training, the page on the Runs tab following it (curve, log, progress);
+3. elsewhere: the same run, the page back on the first tab.
+
+Prints each window's figures and their ratios to the idle one. Needs the demo workspace
+(.cache/demo-ws, built by the tests or `paddle-studio demo init`) and Debian chromium.
+
+    .venv/bin/python bench/watch_cost.py [--seconds 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.browser import Studio, launch_browser, wait_text  # noqa: E402
+
+
+def cpu_seconds(procs) -> float:
+    total = 0.0
+    for p in procs:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system
+        except psutil.Error:
+            continue
+    return total
+
+
+def browser_processes() -> list:
+    """Every chromium process below this one (Playwright's driver starts the browser)."""
+    return [p for p in psutil.Process().children(recursive=True) if "chrom" in (p.name() or "").lower()]
+
+
+METRICS = ("TaskDuration", "ScriptDuration", "LayoutDuration", "RecalcStyleDuration")
+
+
+def window(studio_proc, seconds: float, cdp) -> tuple:
+    """(studio, browser CPU seconds per minute, the page's main-thread seconds per minute by kind)
+    over ``seconds``."""
+    sp = psutil.Process(studio_proc.pid)
+    bp = browser_processes()
+    m0 = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
+    s0, b0, t0 = cpu_seconds([sp]), cpu_seconds(bp), time.monotonic()
+    time.sleep(seconds)
+    dt = time.monotonic() - t0
+    m1 = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
+    main = {k: (m1.get(k, 0) - m0.get(k, 0)) * 60 / dt for k in METRICS}
+    return (cpu_seconds([sp]) - s0) * 60 / dt, (cpu_seconds(bp) - b0) * 60 / dt, main
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=30.0, help="length of each window")
+    ap.add_argument("--settle", type=float, default=10.0, help="seconds to wait before each window")
+    a = ap.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    demo = ROOT / ".cache" / "demo-ws"
+    if not (demo / "models" / "demo-base").is_dir():
+        sys.exit("no demo workspace in .cache/demo-ws: run `make test` or "
+                 "`PADDLE_STUDIO_HOME=.cache/demo-ws .venv/bin/paddle-studio demo init` first")
+    tmp = Path(tempfile.mkdtemp(prefix="watch-cost-"))
+    home = tmp / "ws"
+    (home / "models").mkdir(parents=True)
+    (home / "datasets").mkdir()
+    (home / "models" / "demo-base").symlink_to(demo / "models" / "demo-base")
+    (home / "datasets" / "demo").symlink_to(demo / "datasets" / "demo")
+    env = {**os.environ, "PADDLE_STUDIO_HOME": str(home)}
+    studio = Studio(home, tmp / "studio.log")
+    rows = []
+    run_id = None
+    try:
+        with sync_playwright() as p:
+            browser = launch_browser(p)
+            page = browser.new_page(viewport={"width": 1280, "height": 1400})
+            cdp = page.context.new_cdp_session(page)
+            cdp.send("Performance.enable")
+            page.goto(studio.url)
+            page.locator("#tab-dataset").wait_for(state="attached", timeout=60000)
+            time.sleep(a.settle)
+            rows.append(("idle page, first tab", *window(studio.proc, a.seconds, cdp)))
+
+            cfg = tmp / "long.json"
+            from core.train import config
+
+            flat = config.load_preset("demo-lora", home).to_paddlenlp()
+            flat.update({"max_steps": 100000, "save_steps": 100000, "eval_steps": 100000,
+                         "evaluation_strategy": "no", "logging_steps": 1})
+            cfg.write_text(json.dumps(flat))
+            r = subprocess.run([sys.executable, "-m", "core.cli", "train", str(cfg), "--name", "watched", "--detach",
+                                "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+            if r.returncode:
+                sys.exit(r.stderr[-2000:])
+            run_id = json.loads(r.stdout)["run_id"]
+            page.get_by_role("tab", name="Runs", exact=True).click()
+            wait_text(page.locator("#run-status"), f"{run_id} — running", 60)
+            deadline = time.time() + 120
+            while not (home / "runs" / run_id / "metrics.jsonl").is_file() and time.time() < deadline:
+                time.sleep(0.5)
+            time.sleep(a.settle)
+            rows.append(("run watched on Runs tab", *window(studio.proc, a.seconds, cdp)))
+
+            page.locator("#tab-dataset-button").click()
+            time.sleep(a.settle)
+            rows.append(("run going, page on first tab", *window(studio.proc, a.seconds, cdp)))
+            browser.close()
+    finally:
+        if run_id:
+            subprocess.run([sys.executable, "-m", "core.cli", "runs", "stop", run_id], cwd=ROOT, env=env,
+                           capture_output=True, timeout=120)
+        studio.close()
+    idle_s, idle_b = rows[0][1], rows[0][2]
+    print(f"CPU seconds per minute ({a.seconds:.0f} s windows; 60 = one core busy); page = the renderer's main thread")
+    print(f"{'window':32} {'studio':>8} {'browser':>8} {'studio/idle':>12} {'browser/idle':>13} "
+          f"{'page':>6} {'script':>7} {'layout':>7} {'style':>6}")
+    for name, s, b, m in rows:
+        print(f"{name:32} {s:8.3g} {b:8.3g} {s / max(idle_s, 1e-9):12.3g} {b / max(idle_b, 1e-9):13.3g} "
+              + " ".join(f"{m[k]:{w}.3g}" for k, w in zip(METRICS, (6, 7, 7, 6))))
+    print(f"(studio under 5 % of a core = 3 s/min; browser {rows[1][2] / 60:.1%} of a core while watching)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
