@@ -6,6 +6,8 @@ STAMP  := $(VENV)/.installed
 HOST   ?= 127.0.0.1
 PORT   ?= 7860
 export PADDLE_STUDIO_HOME ?= $(CURDIR)/workspace
+# demo parts already built (by the tests, or by another workspace) are copied from here, not rebuilt
+export PADDLE_STUDIO_DEMO_CACHE ?= $(CURDIR)/.cache/demo-ws
 
 .PHONY: setup demo run test test-journey test-fast bench clean
 
@@ -18,11 +20,11 @@ $(STAMP): pyproject.toml constraints.txt
 setup: $(STAMP)
 
 demo: setup
-	test -f "$(PADDLE_STUDIO_HOME)/models/demo-base/studio_model.json" -a -f "$(PADDLE_STUDIO_HOME)/datasets/demo/meta.json" \
-	  || $(BIN)/paddle-studio demo init
+	$(BIN)/paddle-studio demo init
 
-run: demo
-	$(BIN)/paddle-studio ui --host $(HOST) --port $(PORT)
+# the page opens at once; a missing demo workspace is built meanwhile as a job the page follows
+run: setup
+	$(BIN)/paddle-studio ui --host $(HOST) --port $(PORT) --demo
 
 test: setup
 	$(BIN)/python -m pytest -m "not journey"

@@ -48,7 +48,8 @@ def cmd_ui(a) -> int:
     except ImportError as e:
         return _fail(f"the studio UI is not installed ({e}); every other verb works without it")
     # a secret on the command line is visible to every user in `ps`: the environment is not
-    return app.main(host=a.host, port=a.port, auth=a.auth or os.environ.get("PADDLE_STUDIO_AUTH") or None, lang=a.lang)
+    return app.main(host=a.host, port=a.port, auth=a.auth or os.environ.get("PADDLE_STUDIO_AUTH") or None, lang=a.lang,
+                    demo=a.demo)
 
 
 def cmd_demo_init(a) -> int:
@@ -465,6 +466,8 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--port", type=int, default=7860)
         q.add_argument("--auth", default=None, metavar="USER:PASS", help="require this login (default: $PADDLE_STUDIO_AUTH, which `ps` does not show)")
         q.add_argument("--lang", default="en", choices=["en", "zh"], help="initial UI language")
+        q.add_argument("--demo", action="store_true",
+                       help="build the demo dataset and model as a job if the workspace lacks them (the page opens at once)")
 
     ui_args(p)
     ui = sub.add_parser("ui", help="start the studio (default)")

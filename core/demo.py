@@ -31,7 +31,9 @@ from pathlib import Path
 from core import workspace
 from core.jobs import report_progress
 
-DEMO_VERSION = 2  # the model's; the dataset's own version is DATASET_VERSION
+DEMO_VERSION = 3  # the model's; the dataset's own version is DATASET_VERSION
+# model 3: the pretraining corpus again leaves out every dev record (version 2 models built from a
+# list-shaped dataset compared shapes, not records, and pretrained on the single-turn dev records)
 # 3: every record is written with list-valued src/tgt (one shape per file: upstream's JSON loader
 # refuses a file whose src is a string on one line and a list on another). Same records, same text,
 # same tokens as version 2, so a model built on a version-2 dataset stays valid.
@@ -222,10 +224,11 @@ def _plain_lines(seed: int, exclude: list[dict], n: int) -> list[str]:
     """The pretraining corpus: ``n`` records drawn with another seed (never one of ``exclude``)
     as plain text ``question => answer`` — no chat template anywhere. The model learns the
     domain the way a base LLM learns from web text, but has never seen the chat format."""
-    banned = {json.dumps(r, ensure_ascii=False, sort_keys=True) for r in exclude}
+    key = lambda r: json.dumps(as_lists(r), ensure_ascii=False, sort_keys=True)  # noqa: E731 - one shape for both
+    banned = {key(r) for r in exclude}
     lines = []
     for r in generate_records(n + len(banned), seed):
-        if json.dumps(r, ensure_ascii=False, sort_keys=True) in banned:
+        if key(r) in banned:
             continue
         src, tgt = (r["src"], r["tgt"]) if isinstance(r["src"], list) else ([r["src"]], [r["tgt"]])
         lines.append(" ".join(f"{q} => {a}" for q, a in zip(src, tgt)))
@@ -397,10 +400,58 @@ def _built_version(info_file: Path) -> int | None:
     return v if isinstance(v, int) else None
 
 
-def _parts() -> dict:
-    ds = workspace.datasets_dir() / DEMO_DATASET
-    md = workspace.models_dir() / DEMO_MODEL
+def _parts(root: Path | None = None) -> dict:
+    """Folder and finished-marker file of each demo part, in the workspace or under ``root``."""
+    ds = (root / "datasets" if root else workspace.datasets_dir()) / DEMO_DATASET
+    md = (root / "models" if root else workspace.models_dir()) / DEMO_MODEL
     return {"dataset": (ds, ds / "meta.json"), "model": (md, md / workspace.MODEL_MARKER)}
+
+
+# A second workspace holding built demo parts (`make` points it at the checkout's .cache/demo-ws,
+# the folder the tests build theirs in): a part it has at the current version is copied from it
+# instead of being built again, and a part built here is copied into it for the next workspace.
+CACHE_ENV = "PADDLE_STUDIO_DEMO_CACHE"
+
+
+def cache_root() -> Path | None:
+    v = os.environ.get(CACHE_ENV, "").strip()
+    if not v:
+        return None
+    root = Path(v).expanduser().resolve()
+    return None if root == workspace.home() else root
+
+
+def _current(name: str, root: Path | None, seed: int | None = None) -> bool:
+    """The part under ``root`` is finished at its current version (and of ``seed`` when given)."""
+    f = _parts(root)[name][1]
+    if _built_version(f) != VERSIONS[name]:
+        return False
+    if seed is None:
+        return True
+    try:
+        return json.loads(f.read_text(encoding="utf-8")).get("seed") == seed
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _copy_part(name: str, src_root: Path, dst_root: Path | None, log) -> bool:
+    """Copy a finished demo part between workspaces through a temp folder renamed into place
+    (nothing half-copied ever looks finished). False (said in the log) when it cannot be copied."""
+    src = _parts(src_root)[name][0]
+    dst = _parts(dst_root)[name][0]
+    if dst.exists():
+        return False
+    try:
+        tmp = workspace.temp_dir_beside(dst)
+        try:
+            shutil.copytree(src, tmp / dst.name)
+            os.rename(tmp / dst.name, dst)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    except OSError as e:
+        log(f"could not copy the demo {name} from {src}: {e}")
+        return False
+    return True
 
 
 VERSIONS = {"dataset": DATASET_VERSION, "model": DEMO_VERSION}
@@ -420,7 +471,11 @@ def _model_seed() -> int | None:
 
 def _clear(name: str, log) -> None:
     """Make room for a demo part: remove one an older demo version built; refuse anything else."""
-    d, f = _parts()[name]
+    _clear_in(name, None, log)
+
+
+def _clear_in(name: str, root: Path | None, log) -> None:
+    d, f = _parts(root)[name]
     if not d.exists():
         return
     old = _built_version(f)
@@ -437,12 +492,22 @@ def init(seed: int = 1234, steps: int = PRETRAIN_STEPS, log=print) -> dict:
 
     Idempotent; returns what is there."""
     t0 = time.perf_counter()
+    cache = cache_root()
+    copied = []
+    for name in ("dataset", "model"):
+        if cache and not status()[name] and _current(name, cache, seed):
+            _clear(name, log)
+            report_progress(None, f"copying the demo {name} from {cache}")
+            if _copy_part(name, cache, None, log):
+                log(f"demo {name} copied from {cache}")
+                copied.append(name)
     done = status()
     created = []
     ds_root = workspace.datasets_dir()
     if not done["dataset"]:
         _clear("dataset", log)
         log("writing demo dataset")
+        report_progress(0.01, "writing the demo dataset")
         write_dataset(ds_root, seed)
         created.append("dataset")
     # a rewritten dataset of the same seed holds the same text: the model stays valid
@@ -455,14 +520,24 @@ def init(seed: int = 1234, steps: int = PRETRAIN_STEPS, log=print) -> dict:
         scratch = workspace.temp_dir_beside(workspace.models_dir() / ".demo-tokenizer")
         try:
             log("training tokenizer")
+            report_progress(0.05, "training the demo tokenizer")
             tok, tok_dir = train_tokenizer(_sentences(train + dev) + plain, scratch, seed)
             log("pretraining tiny LLaMA")
             build_and_pretrain(tok, tok_dir, plain, md, seed, steps, log)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         created.append("model")
+    for name in created:  # for the next workspace (the tests' or another `make run`)
+        if cache and not _current(name, cache):
+            try:
+                _clear_in(name, cache, log)
+            except FileExistsError as e:
+                log(f"not caching the demo {name}: {e}")
+                continue
+            _copy_part(name, None, cache, log)
     out = status()
     out["created"] = created
+    out["copied"] = copied
     out["seconds"] = round(time.perf_counter() - t0, 1)
     return out
 
@@ -473,3 +548,39 @@ def submit() -> str:
 
     outs = [d for d, _ in _parts().values()]
     return jobs.submit("demo", ["demo", "init", "--json"], title="demo workspace", outputs=outs)
+
+
+def progress() -> dict:
+    """Where the demo workspace stands, for a page to show: which parts are there, and the newest
+    demo job (state, fraction, what it is doing, why it failed)."""
+    from core import jobs
+
+    parts = status()
+    out = {"ready": all(parts.values()), "parts": parts, "job": None}
+    newest = next(iter(jobs.list_jobs("demo")), None)
+    if newest:
+        st, pr = newest["status"] or {}, newest.get("progress") or {}
+        ago = None
+        try:
+            from datetime import datetime, timezone
+
+            ago = (datetime.now(timezone.utc) - datetime.fromisoformat(st["finished"])).total_seconds()
+        except (KeyError, TypeError, ValueError):
+            pass
+        out["job"] = {"job_id": newest["job_id"], "state": st.get("state"), "fraction": pr.get("fraction"),
+                      "text": pr.get("text", ""), "reason": st.get("reason") or st.get("error") or "",
+                      "finished_ago_s": ago}
+    return out
+
+
+def ensure() -> str | None:
+    """Start building the demo workspace as a job unless it is complete or a demo job is already
+    active; returns the active job's id (None when the demo is complete)."""
+    from core import jobs
+
+    p = progress()
+    if p["ready"]:
+        return None
+    if p["job"] and p["job"]["state"] in jobs.ACTIVE:
+        return p["job"]["job_id"]
+    return submit()

@@ -13,6 +13,7 @@ from pathlib import Path
 import gradio as gr
 
 from core import catalog, system, workspace
+from core import demo as demo_ws
 from studio.locales import LANGS, t
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
@@ -119,6 +120,31 @@ class Ctx:
         return t(key, self.initial_lang)
 
 
+def _demo_signature() -> tuple:
+    p = demo_ws.progress()
+    j = p["job"] or {}
+    return p["ready"], j.get("job_id"), j.get("state"), j.get("fraction"), j.get("text"), (j.get("finished_ago_s") or 0) < 90
+
+
+def demo_banner(lang: str) -> dict:
+    """What the page says about the demo workspace while it is being built (or failed, or just
+    finished); hidden otherwise."""
+    p = demo_ws.progress()
+    j = p["job"]
+    if not j:
+        return {"value": "", "visible": False}
+    if p["ready"]:
+        fresh = j["state"] == "succeeded" and (j.get("finished_ago_s") or 1e9) < 90
+        return {"value": t("demo.ready_now", lang), "visible": fresh}
+    if j["state"] in ("queued", "running"):
+        pct = "…" if j["fraction"] is None else f"{100 * j['fraction']:.0f} %"
+        what = j["text"] or t("demo.queued", lang)
+        return {"value": t("demo.building", lang, id=j["job_id"], pct=pct, what=what), "visible": True}
+    if j["state"] == "failed":
+        return {"value": t("demo.failed", lang, id=j["job_id"], why=j["reason"] or j["state"]), "visible": True}
+    return {"value": "", "visible": False}
+
+
 def _header(lang: str) -> str:
     info = system.info()
     missing = t("app.not_installed", lang)
@@ -147,6 +173,11 @@ def build_app(lang: str = "en") -> gr.Blocks:
             )
         ctx = Ctx(lang=lang_radio, initial_lang=lang)
         ctx.tr(lang_radio, "app.language")
+        demo_line = gr.Markdown(**demo_banner(lang), elem_id="demo-banner")
+        ctx.watch(2.0, lambda: _demo_signature(), [], lambda lg: gr.update(**demo_banner(lg)), [lang_radio], [demo_line],
+                  gated=False)
+        ctx.relocalize.append((lambda lg: gr.update(**demo_banner(lg)), [lang_radio], [demo_line]))
+        ctx.on_load.append((lambda lg: gr.update(**demo_banner(lg)), [lang_radio], [demo_line]))
         with gr.Tabs(elem_id="studio-tabs") as ctx.tabs:
             build_dataset_tab(ctx)
             started = build_train_tab(ctx)
@@ -298,6 +329,18 @@ def port_in_use(host: str, port: int) -> str | None:
 RECONCILE_S = 10.0
 
 
+def start_demo() -> None:
+    """Build the demo workspace as a job when it is incomplete; the page opens meanwhile and says
+    how far the job got."""
+    try:
+        job = demo_ws.ensure()
+    except (OSError, ValueError) as e:
+        sys.stderr.write(f"paddle-studio: could not start building the demo workspace: {e}\n")
+        return
+    if job:
+        sys.stderr.write(f"paddle-studio: building the demo workspace as job {job} (the page shows its progress)\n")
+
+
 def keep_reconciling(every: float = RECONCILE_S) -> None:
     """While the studio runs, read every run's and job's status every ``every`` seconds, page open
     or not: a read settles a run or job whose supervisor vanished (its processes ended, the run
@@ -316,7 +359,7 @@ def keep_reconciling(every: float = RECONCILE_S) -> None:
     threading.Thread(target=loop, name="reconcile", daemon=True).start()
 
 
-def main(host: str = "127.0.0.1", port: int = 7860, auth: str | None = None, lang: str = "en") -> int:
+def main(host: str = "127.0.0.1", port: int = 7860, auth: str | None = None, lang: str = "en", demo: bool = False) -> int:
     try:
         pair = check_bind(host, auth)
     except ValueError as e:
@@ -329,10 +372,12 @@ def main(host: str = "127.0.0.1", port: int = 7860, auth: str | None = None, lan
         sys.stderr.write(f"paddle-studio: cannot listen on {host}:{port}: {busy}; pick another port with --port\n")
         return 2
     workspace.home().mkdir(parents=True, exist_ok=True)
+    if demo:
+        start_demo()
     keep_reconciling()
-    demo = build_app(lang)
-    demo.queue(default_concurrency_limit=4)
-    demo.launch(
+    app = build_app(lang)
+    app.queue(default_concurrency_limit=4)
+    app.launch(
         server_name=host,
         server_port=port,
         auth=pair,

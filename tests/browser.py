@@ -27,13 +27,14 @@ def free_port() -> int:
 class Studio:
     """`paddle-studio ui` in a subprocess on a free loopback port, output to a log file."""
 
-    def __init__(self, home: Path, log: Path, lang: str = "en"):
+    def __init__(self, home: Path, log: Path, lang: str = "en", args: tuple = (), env: dict | None = None):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
         self.log = open(log, "wb")
-        env = {**os.environ, "PADDLE_STUDIO_HOME": str(home)}
+        env = {**os.environ, "PADDLE_STUDIO_HOME": str(home), **(env or {})}
+        self.started = time.time()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "core.cli", "ui", "--port", str(self.port), "--lang", lang],
+            [sys.executable, "-m", "core.cli", "ui", "--port", str(self.port), "--lang", lang, *args],
             cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
         )
         deadline = time.time() + 60
@@ -42,6 +43,7 @@ class Studio:
                 raise RuntimeError(f"studio exited with {self.proc.returncode}: {Path(log).read_text()[-2000:]}")
             try:
                 urllib.request.urlopen(self.url, timeout=1)
+                self.answered_s = time.time() - self.started
                 return
             except OSError:
                 time.sleep(0.2)

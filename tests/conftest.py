@@ -6,6 +6,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+# `make` points the demo cache at .cache/demo-ws for `make run`; tests say themselves where theirs is
+os.environ.pop("PADDLE_STUDIO_DEMO_CACHE", None)
 
 
 @pytest.fixture(autouse=True)

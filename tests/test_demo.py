@@ -99,3 +99,32 @@ def test_token_stats_histograms_and_truncation(demo_home, tmp_path):
     assert sum(st["src"]["counts"]) == 2 and len(st["src"]["edges"]) == 6
     assert st["truncated_src"] == sum(x > 8 for x in want_src)
     assert st["truncated_total"] == sum(x > 12 for x in want_total)
+
+
+def test_a_new_workspace_copies_the_demo_from_the_cache(demo_home, tmp_path, monkeypatch):
+    """`make run` after `make test` (or a second workspace) copies the finished demo parts from the
+    shared cache instead of spending minutes building them again; nothing half-copied is left."""
+    home = tmp_path / "ws"
+    monkeypatch.setenv("PADDLE_STUDIO_HOME", str(home))
+    monkeypatch.setenv(demo.CACHE_ENV, str(demo_home))
+    out = demo.init(log=lambda m: None)
+    assert out["created"] == [] and sorted(out["copied"]) == ["dataset", "model"] and out["seconds"] < 60
+    for rel in ("datasets/demo/train.json", "models/demo-base/model.safetensors", "models/demo-base/studio_model.json"):
+        assert (home / rel).read_bytes() == (demo_home / rel).read_bytes()
+    assert not [p.name for p in (home / "models").iterdir() if p.name.startswith(".")]
+    assert demo.progress()["ready"] and demo.ensure() is None  # nothing more to build
+
+
+def test_a_part_built_in_a_workspace_goes_into_the_cache(demo_home, tmp_path, monkeypatch):
+    """The other way round (`make run` first, then `make test`): what a workspace built is copied
+    into an empty cache; a cache of another seed is not used."""
+    home, cache = tmp_path / "ws", tmp_path / "cache"
+    (home / "models").mkdir(parents=True)
+    (home / "models" / "demo-base").symlink_to(demo_home / "models" / "demo-base")  # model there: only the dataset is built
+    monkeypatch.setenv("PADDLE_STUDIO_HOME", str(home))
+    monkeypatch.setenv(demo.CACHE_ENV, str(cache))
+    out = demo.init(log=lambda m: None)
+    assert out["created"] == ["dataset"] and out["copied"] == []
+    assert (cache / "datasets" / "demo" / "dev.json").read_bytes() == (home / "datasets" / "demo" / "dev.json").read_bytes()
+    seed = json.loads((cache / "datasets" / "demo" / "meta.json").read_text())["seed"]
+    assert demo._current("dataset", cache, seed) and not demo._current("dataset", cache, seed + 1)  # another seed: built, not copied

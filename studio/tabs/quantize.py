@@ -52,7 +52,7 @@ def report_parts(rep: dict, lang: str) -> tuple[str, object, object]:
     table = html_table([t("quant.col_metric", lang), t("quant.col_before", lang), t("quant.col_after", lang)], rows,
                        elem_id="quant-report-table")
     sz = rep["size"]
-    times = sz.get("times_smaller") or sz["before_bytes"] / max(sz["after_bytes"], 1)
+    times = sz["before_bytes"] / max(sz["after_bytes"], 1)  # from the bytes: the report's rounded ratio can round twice
     before, after = t("quant.col_before", lang), t("quant.col_after", lang)
     mib = 1 / (1 << 20)
     fig_size = bar_figure([t("quant.weights_mb", lang)], {before: [sz["before_bytes"] * mib], after: [sz["after_bytes"] * mib]},
