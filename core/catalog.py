@@ -140,7 +140,7 @@ def signature(with_metrics: bool = False) -> tuple:
             continue
         for d in entries:
             row = [d.name]
-            for f in ("status.json", "progress.json", "meta.json", "config.json", workspace.MODEL_MARKER,
+            for f in ("status.json", "progress.json", workspace.DATASET_META, "config.json", workspace.MODEL_MARKER,
                       f"output/{workspace.MODEL_MARKER}", *(("metrics.jsonl",) if with_metrics else ())):
                 try:
                     s = (d / f).stat()

@@ -203,7 +203,7 @@ def write_dataset(root: Path, seed: int, n_train: int = 3000, n_dev: int = 200) 
             "demo_version": DATASET_VERSION,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
         }
-        workspace.write_json_atomic(tmp / "meta.json", meta)
+        workspace.write_json_atomic(tmp / workspace.DATASET_META, meta)
         workspace.publish_dir(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -404,7 +404,7 @@ def _parts(root: Path | None = None) -> dict:
     """Folder and finished-marker file of each demo part, in the workspace or under ``root``."""
     ds = (root / "datasets" if root else workspace.datasets_dir()) / DEMO_DATASET
     md = (root / "models" if root else workspace.models_dir()) / DEMO_MODEL
-    return {"dataset": (ds, ds / "meta.json"), "model": (md, md / workspace.MODEL_MARKER)}
+    return {"dataset": (ds, ds / workspace.DATASET_META), "model": (md, md / workspace.MODEL_MARKER)}
 
 
 # A second workspace holding built demo parts (`make` points it at the checkout's .cache/demo-ws,

@@ -200,7 +200,7 @@ def build_app(lang: str = "en") -> gr.Blocks:
         ev = lang_radio.change(switch, inputs=lang_radio, outputs=[header, *comps])
         ev.then(None, inputs=lang_radio, outputs=None, js=tab_label_js(ctx))
         for fn, inputs, outputs in ctx.relocalize:
-            ev.then(fn, inputs=inputs, outputs=outputs)
+            ev.then(fn, inputs=inputs, outputs=outputs, show_progress="hidden")
         for fn, inputs, outputs in ctx.on_load:
             demo.load(fn, inputs=inputs, outputs=outputs, show_progress="hidden")
         demo.load(None, inputs=None, outputs=None, js=mount_tabs_js(ctx))
@@ -235,16 +235,18 @@ WATCH_TICK = 5.0  # the page refreshes its pickers on tab select and after actio
 
 
 def gate_timers(ctx: Ctx) -> None:
-    """Selecting a tab starts its timers and stops every other tab's (the page starts on the first tab)."""
+    """Selecting a tab starts its timers and stops every other tab's (the page starts on the first tab).
+    Done in the page, not on the server: the selections' answers came back in the order the server
+    happened to queue them, and under load the page was left with the shown tab's timers off (a
+    run's view that never updated again)."""
+    import json
+
     if not ctx.timers:
         return
     outputs = [timer for _, timer in ctx.timers]
     for tab, _ in ctx.tab_list:
-        # one queue, one at a time: answers come back in the order the tabs were selected (unqueued,
-        # quick selections answered out of order left the shown tab's timers off)
-        tab.select(lambda tab=tab: [gr.Timer(active=owner is tab) for owner, _ in ctx.timers],
-                   inputs=None, outputs=outputs, show_progress="hidden", concurrency_limit=1,
-                   concurrency_id="tab-timers")
+        updates = [{"__type__": "update", "active": owner is tab} for owner, _ in ctx.timers]
+        tab.select(None, inputs=None, outputs=outputs, js="() => " + json.dumps(updates), show_progress="hidden")
 
 
 def tab_label_js(ctx: Ctx) -> str:

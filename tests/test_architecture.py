@@ -86,5 +86,5 @@ def test_marker_files_named_once():
     for f in list(CORE.rglob("*.py")) + list((ROOT / "studio").rglob("*.py")):
         if f.name == "workspace.py":
             continue
-        for lit in ('"studio_model.json"', '"studio_quant.json"'):
+        for lit in ('"studio_model.json"', '"studio_quant.json"', '"meta.json"'):
             assert lit not in f.read_text(encoding="utf-8"), f"{f.relative_to(ROOT)} writes {lit} as a literal"

@@ -860,7 +860,7 @@ def import_dataset(
             "seed": seed,
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
-        workspace.write_json_atomic(tmp / "meta.json", meta)
+        workspace.write_json_atomic(tmp / workspace.DATASET_META, meta)
         workspace.publish_dir(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -909,7 +909,7 @@ def list_datasets() -> list[dict]:
     for d in sorted(root.iterdir()):
         if d.name.startswith(".") or not d.is_dir():
             continue
-        meta_path = d / "meta.json"
+        meta_path = d / workspace.DATASET_META
         try:
             meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {"name": d.name}
         except (OSError, json.JSONDecodeError):

@@ -179,9 +179,13 @@ def snapshot(run_id: str | None, compare: str | None, view: dict | None, lang: s
     # are new points, at most every FIGURE_EVERY seconds while the run trains, and at once when
     # it ends or the view changed.
     now = time.monotonic()
-    redraw = force or ((new or cnew) and (not active or now - view.get("drawn", 0.0) >= FIGURE_EVERY))
+    # points read while the charts waited for their next redraw are drawn too (a run that ended
+    # right after a skipped redraw kept a curve two points short)
+    counts = [len(view["records"]), len(view["crecords"])]
+    undrawn = counts != view.get("drawn_counts")
+    redraw = force or (undrawn and (not active or now - view.get("drawn", 0.0) >= FIGURE_EVERY))
     if redraw:
-        view["drawn"] = now
+        view["drawn"], view["drawn_counts"] = now, counts
     loss_fig, speed_fig = curve_figures(series, lang, log_y) if redraw else (gr.skip(), gr.skip())
     out = {
         "status": status_markdown(run_id, st, p, lang),

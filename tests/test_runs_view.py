@@ -1,0 +1,49 @@
+"""The Runs tab's view of a run, from its files (studio.tabs.runs.snapshot, no browser)."""
+import json
+import os
+
+import gradio as gr
+
+from core import jobs
+from core.train import runs
+from studio.tabs import runs as runs_tab
+
+
+def _write_run(home, run_id, state):
+    d = home / "runs" / run_id
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "studio.json").write_text(json.dumps({"run_id": run_id}))
+    jobs.write_status(d, state=state, supervisor_pid=os.getpid(), supervisor_start=jobs.proc_start(os.getpid()),
+                      started=jobs.now())
+    return d
+
+
+def _append(d, steps):
+    with open(d / "metrics.jsonl", "a") as f:
+        for s in steps:
+            f.write(json.dumps({"step": s, "max_steps": 3, "loss": 1.0 / s}) + "\n")
+
+
+def _points(fig):
+    if fig == gr.skip():
+        return "not redrawn"
+    return sorted({len(tr.x) for tr in fig.data if tr.name == "loss"})
+
+
+def test_points_read_between_redraws_are_drawn_when_the_run_ends(workspace_home):
+    d = _write_run(workspace_home, "r1", "running")
+    _append(d, [1, 2])
+    snap = runs_tab.snapshot("r1", None, None, "en", force=True)
+    assert _points(snap["plot"]) == [2]
+    # a new point right after a redraw: the charts wait (at most FIGURE_EVERY s while training)
+    _append(d, [3])
+    snap = runs_tab.snapshot("r1", None, snap["view"], "en")
+    assert snap["plot"] == gr.skip()
+    assert "0.3333" in snap["status"]
+    # the run ends with no new point: the waiting point is drawn now
+    jobs.write_status(d, state="succeeded", finished=jobs.now())
+    assert runs.status(d)["state"] == "succeeded"
+    snap = runs_tab.snapshot("r1", None, snap["view"], "en")
+    assert _points(snap["plot"]) == [3]
+    # nothing changed since: nothing is sent again
+    assert runs_tab.snapshot("r1", None, snap["view"], "en") is None
