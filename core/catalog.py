@@ -114,11 +114,15 @@ def activity() -> list[dict]:
     return rows
 
 
-def reconcile() -> list[str]:
+def reconcile(keep_warm: bool = False) -> list[str]:
     """Settle every run and job whose supervisor vanished and start what waits in the queue (the
-    studio does this every few seconds, page open or not); returns the runs started."""
+    studio does this every few seconds, page open or not); returns the runs started. With
+    ``keep_warm`` (the studio), also keep a warm spare for the next single-process run."""
     jobs.list_jobs()  # reading a job's status settles it
-    return _runs.reconcile()
+    started = _runs.reconcile()
+    if keep_warm:
+        _runs.keep_warm()
+    return started
 
 
 def stop(item_id: str) -> dict:

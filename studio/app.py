@@ -351,10 +351,14 @@ def keep_reconciling(every: float = RECONCILE_S) -> None:
     import time
 
     def loop():
+        first = True
         while True:
-            time.sleep(every)
+            # the first look comes soon (it also starts the warm spare for the first run), but
+            # not during the studio's own start-up
+            time.sleep(min(3.0, every) if first else every)
+            first = False
             try:
-                catalog.reconcile()
+                catalog.reconcile(keep_warm=True)
             except Exception as e:  # noqa: BLE001 - a bad file must not end the loop; said in the log
                 sys.stderr.write(f"paddle-studio: reconciling the workspace failed: {e}\n")
 

@@ -416,6 +416,7 @@ def main(argv: list[str]) -> int:
     from paddlenlp.transformers import AutoModelForCausalLM, AutoTokenizer
     from paddlenlp.trl import SFTTrainer
 
+    phase("imports")
     model_args, data_args, training_args = split_args(flat)
     world = max(dist.get_world_size(), 1)
     if world > 1:
@@ -426,6 +427,7 @@ def main(argv: list[str]) -> int:
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     template = templates.load_template(tokenizer, tok_dir, data_args.chat_template)
+    phase("tokenizer")
     studio = json.loads((run_dir / "studio.json").read_text(encoding="utf-8")) if (run_dir / "studio.json").is_file() else {}
     # continued pretraining is not a PaddleNLP flag: the run's studio.json says so
     pretrain = (studio.get("method") or studio.get("config", {}).get("method", {}).get("method")) == "pretrain"
@@ -437,11 +439,13 @@ def main(argv: list[str]) -> int:
         training_args.do_eval = False
         training_args.evaluation_strategy = "no"
 
+    phase("data")
     family = model_family(model_args.model_name_or_path)
     model = AutoModelForCausalLM.from_pretrained(model_args.model_name_or_path, dtype="float32")
     if model_args.neftune:
         add_neftune(model, model_args.neftune_noise_alpha)
     model = apply_method(model, model_args, flat, family)
+    phase("model")
 
     mean_tokens = sum(len(e["input_ids"]) for e in train_ds) / max(len(train_ds), 1)
     tokens_per_step = mean_tokens * training_args.per_device_train_batch_size * training_args.gradient_accumulation_steps * world
@@ -461,6 +465,7 @@ def main(argv: list[str]) -> int:
         callbacks=[make_callback(run_dir / "metrics.jsonl", tokens_per_step)],
         data_args=data_args,
     )
+    phase("trainer")
     ckpt = None
     if resume:  # the newest checkpoint whose save finished (a truncated one would fail every time)
         found = checkpoints.last_complete(Path(training_args.output_dir))
@@ -482,6 +487,23 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+STARTUP = "startup.jsonl"  # rank 0's start-up phases, until the first step (the Runs tab and bench read it)
+_startup: Path | None = None
+
+
+def phase(name: str) -> None:
+    """Note that rank 0 reached a start-up phase (``imports``, ``tokenizer``, ``data``, ``model``,
+    ``trainer``): the page says what a starting run is doing, and bench/first_point.py splits the
+    time to the first loss point by phase."""
+    if _startup is None or os.environ.get("PADDLE_TRAINER_ID", "0") != "0":
+        return
+    try:
+        with open(_startup, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"phase": name, "time": time.time()}) + "\n")
+    except OSError:
+        pass  # a full disk must not end the run here; the failure note is for that
+
+
 def die_with_parent() -> None:
     """Ask the kernel to kill this rank when its launcher dies (even by kill -9): a rank in a process
     group of its own would otherwise train on as an orphan that no Stop can reach."""
@@ -499,15 +521,39 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
+def warm_imports() -> None:
+    """What main() imports, imported ahead by a warm spare (core.train.warm) while it waits."""
+    import paddle  # noqa: F401
+    import paddle.distributed  # noqa: F401
+    from paddlenlp.data import DataCollatorForSeq2Seq  # noqa: F401
+    from paddlenlp.datasets import MapDataset  # noqa: F401
+    from paddlenlp.peft import LoKrModel, LoRAModel, PrefixModelForCausalLM, VeRAModel  # noqa: F401
+    from paddlenlp.trainer import PdArgumentParser, TrainerCallback  # noqa: F401
+    from paddlenlp.transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: F401
+    from paddlenlp.trl import DataConfig, ModelConfig, SFTConfig, SFTTrainer  # noqa: F401
+
+    from core.data import datasets  # noqa: F401
+    from core.train import upstream  # noqa: F401
+
+
 if __name__ == "__main__":
     die_with_parent()
     import threading
 
+    args = sys.argv[1:]
+    if args[:1] == ["--warm"]:  # a spare: import now, train the run it is given later
+        from core.train import warm
+
+        warm_imports()
+        config, again = warm.wait_for_claim(Path(args[1]))
+        args = [str(config)] + (["--resume"] if again else [])
     threading.excepthook = _thread_failed
-    reserve_failure_note(Path(sys.argv[1]).resolve().parent)
+    reserve_failure_note(Path(args[0]).resolve().parent)
+    _startup = Path(args[0]).resolve().parent / STARTUP
+    phase("process")
     note_termination()
     try:
-        code = main(sys.argv[1:])
+        code = main(args)
         if code == 0:
             drop_failure_note()
     except BaseException:  # noqa: BLE001 - noted and printed, then leave with a clear non-zero code

@@ -2,7 +2,8 @@
 
 Each run is launched by a small *supervisor* process (``python -m core.train.runs supervise RUN``)
 in its own session, so it outlives the studio. The supervisor starts
-``python -m paddle.distributed.launch ... core/train.py config.json`` in a new process group
+``python -m paddle.distributed.launch ... core/train/entry.py config.json`` (or, for a single CPU
+process, the entry itself) in a new process group
 with all output going to files (never a pipe), waits for it, writes the final
 ``status.json`` and starts the next queued run on the same devices. The studio and the CLI
 only read and write files, so a refresh, a second browser or a studio restart finds every
@@ -25,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 
 from core import jobs, system, workspace
-from core.train import checkpoints
+from core.train import checkpoints, warm
 from core.train.config import RunConfig
 
 TRAIN_PY = Path(__file__).resolve().parent / "entry.py"
@@ -88,7 +89,19 @@ def device_key(parallel: dict) -> str:
     return f"gpu:{parallel['devices']}" if parallel.get("devices") else "cpu"
 
 
+def single_process(parallel: dict) -> bool:
+    """One CPU process on one node: the entry runs without paddle.distributed.launch (which costs
+    a second interpreter importing paddle, ~1.5 s, before the rank even starts).
+    PADDLE_STUDIO_LAUNCHER=always keeps the launcher for it too (bench/first_point.py compares)."""
+    if os.environ.get("PADDLE_STUDIO_LAUNCHER") == "always":
+        return False
+    return (not parallel.get("devices") and int(parallel.get("nproc", 1) or 1) == 1
+            and int(parallel.get("nnodes", 1) or 1) == 1)
+
+
 def launch_argv(d: Path, parallel: dict, resume: bool = False) -> list[str]:
+    if single_process(parallel):
+        return [sys.executable, str(TRAIN_PY), str(d / "config.json")] + (["--resume"] if resume else [])
     argv = [sys.executable, "-m", "paddle.distributed.launch", "--log_dir", str(d / "log")]
     if parallel.get("devices"):
         argv += ["--devices", str(parallel["devices"])]
@@ -154,9 +167,15 @@ def _busy(key: str, exclude: str | None = None) -> bool:
 def _spawn_supervisor(d: Path, resume: bool) -> None:
     write_status(d, state="running", started=_now(), finished=None, exit_code=None, reason=None, resume=resume,
                  pid=None, pgid=None, supervisor_pid=None, supervisor_start=None)
+    meta = read_json(d / "studio.json", {}) or {}
+    if single_process(meta.get("parallel", {})):
+        spare = warm.claim(d, resume)  # a supervisor whose rank has already imported paddle(nlp)
+        if spare:
+            write_status(d, supervisor_pid=spare["pid"], supervisor_start=spare["start"], warm=True)
+            return
     argv = [sys.executable, "-m", "core.train.runs", "supervise", str(d)] + (["--resume"] if resume else [])
     proc = jobs.spawn_detached(argv, d / "supervisor.log", d)
-    write_status(d, supervisor_pid=proc.pid, supervisor_start=jobs.proc_start(proc.pid))
+    write_status(d, supervisor_pid=proc.pid, supervisor_start=jobs.proc_start(proc.pid), warm=False)
 
 
 def start(run_id: str, resume: bool = False) -> dict:
@@ -252,6 +271,10 @@ def _failure_reason(d: Path, code: int) -> str:
             name = signal.Signals(-code).name
         except ValueError:
             name = f"signal {-code}"
+        meta = read_json(d / "studio.json", {}) or {}
+        if single_process(meta.get("parallel", {})):
+            why = " (kill -9, or the out-of-memory killer)" if name == "SIGKILL" else ""
+            return f"the training process was killed ({name}){why}"
         return f"the launcher was killed ({name}); its rank processes were ended with it"
     notes = failure_notes(d)
     meta = read_json(d / "studio.json", {}) or {}
@@ -300,15 +323,20 @@ def last_activity(d: Path) -> float:
     return newest
 
 
-def supervise(d: Path, resume: bool) -> int:
-    """Run the launcher to its end and record how it ended (the body of the supervisor process)."""
+def supervise(d: Path, resume: bool, proc: subprocess.Popen | None = None) -> int:
+    """Run the launcher to its end and record how it ended (the body of the supervisor process).
+    ``proc``: a warm spare's rank, already started and now given this run (core.train.warm)."""
     meta = read_json(d / "studio.json")
     argv = launch_argv(d, meta["parallel"], resume)
     for f in d.glob("failure.rank*.txt"):  # an earlier attempt's notes say nothing about this one
         f.unlink(missing_ok=True)
-    with open(d / "launcher.log", "ab") as log:
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, cwd=str(d), env=jobs.child_env())
+    # a single process writes where a launched rank 0 would (log/workerlog.0)
+    (d / "log").mkdir(exist_ok=True)
+    out = d / "log" / "workerlog.0" if single_process(meta["parallel"]) else d / "launcher.log"
+    if proc is None:
+        with open(out, "ab") as log:
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True, cwd=str(d), env=jobs.child_env())
     _write_until_written(d, pid=proc.pid, pgid=proc.pid, pid_start=jobs.proc_start(proc.pid),
                          supervisor_pid=os.getpid(), supervisor_start=jobs.proc_start(os.getpid()))
     stall = int(meta["parallel"].get("stall_timeout", 0) or 0)
@@ -353,8 +381,11 @@ def _write_until_written(d: Path, tries: int = 120, wait: float = 5.0, **fields)
             write_status(d, **fields)
             return
         except OSError as e:
-            sys.stderr.write(f"cannot write {d / 'status.json'} ({e.strerror or e}); retrying in {wait:.0f} s\n")
-            sys.stderr.flush()
+            try:  # the log is on the same full disk: saying so may fail too, and must not end us
+                sys.stderr.write(f"cannot write {d / 'status.json'} ({e.strerror or e}); retrying in {wait:.0f} s\n")
+                sys.stderr.flush()
+            except OSError:
+                pass
             time.sleep(wait)
 
 
@@ -478,6 +509,28 @@ def progress(records: list[dict]) -> dict:
     return p
 
 
+STARTUP_NEXT = {None: "process", "process": "imports", "imports": "tokenizer", "tokenizer": "data",
+                "data": "model", "model": "trainer", "trainer": "first_step"}
+
+
+def startup(run_id_or_dir) -> str | None:
+    """What a started run is doing before its first step: the phase rank 0 works on now
+    (``process``: the interpreter starting; ``imports``; ``tokenizer``; ``data``: reading and
+    tokenizing; ``model``: loading and wrapping; ``trainer``; ``first_step``: training, no loss
+    logged yet), from its startup.jsonl; None when the run is not running. Callers show it only
+    until the first loss point."""
+    d = run_id_or_dir if isinstance(run_id_or_dir, Path) else run_dir(run_id_or_dir)
+    if status(d).get("state") != "running":
+        return None
+    done = None
+    try:
+        for line in (d / "startup.jsonl").read_text(encoding="utf-8").splitlines():
+            done = json.loads(line).get("phase", done)
+    except (OSError, ValueError):
+        pass
+    return STARTUP_NEXT.get(done, "first_step")
+
+
 def tail_log(run_id_or_dir, max_bytes: int = 20000) -> str:
     """The end of rank 0's worker log (or the launcher's log before workers start)."""
     d = Path(run_id_or_dir) if isinstance(run_id_or_dir, Path) else run_dir(run_id_or_dir)
@@ -511,6 +564,13 @@ def reconcile() -> list[str]:
     return [r for k in sorted(k for k in keys if k) if (r := kick_queue(k))]
 
 
+def keep_warm() -> None:
+    """Keep a warm spare for the next single-process CPU run (core.train.warm), owned by this
+    process, while no CPU run is training: a spare's imports would take CPU from a run."""
+    if not _busy("cpu"):
+        warm.keep_spare(os.getpid())
+
+
 def list_runs() -> list[dict]:
     out = []
     for d in _run_dirs():
@@ -525,6 +585,8 @@ def list_runs() -> list[dict]:
 def main(argv: list[str]) -> int:
     if len(argv) >= 2 and argv[0] == "supervise":
         return supervise(Path(argv[1]), "--resume" in argv)
+    if len(argv) == 3 and argv[0] == "spare":
+        return warm.serve_spare(Path(argv[1]), int(argv[2]), supervise)
     sys.stderr.write("usage: python -m core.train.runs supervise RUN_DIR [--resume]\n")
     return 2
 

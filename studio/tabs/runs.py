@@ -101,6 +101,10 @@ def status_markdown(run_id: str, st: dict, p: dict, lang: str) -> str:
     parts = [f"**{run_id}** — <span id='run-state'>{t(f'state.{state}', lang)}</span>"]
     if p.get("loss") is not None:
         parts.append(t("runs.last_loss", lang, loss=num(p['loss'])))
+    elif state == "running":
+        doing = runs.startup(run_id)
+        if doing:
+            parts.append(t(f"runs.startup.{doing}", lang))
     if p.get("eval_loss") is not None:
         parts.append(t("runs.last_eval", lang, loss=num(p['eval_loss'])))
     if st.get("reason") and state != "succeeded":
@@ -132,7 +136,7 @@ def _size(f) -> int | None:
 
 def _signature(d) -> list:
     sig = []
-    for f in ("status.json", "log/workerlog.0", "launcher.log", "studio.json"):
+    for f in ("status.json", "log/workerlog.0", "launcher.log", "studio.json", "startup.jsonl"):
         try:
             stt = (d / f).stat()
             sig.append((stt.st_mtime_ns, stt.st_size))
