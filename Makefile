@@ -27,7 +27,7 @@ run: setup
 	$(BIN)/paddle-studio ui --host $(HOST) --port $(PORT) --demo
 
 test: setup
-	$(BIN)/python -m pytest -m "not journey"
+	$(BIN)/python -m pytest
 
 test-journey: setup
 	$(BIN)/python -m pytest -m journey

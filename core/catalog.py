@@ -114,15 +114,16 @@ def activity() -> list[dict]:
     return rows
 
 
-def reconcile(keep_warm: bool = False) -> list[str]:
+def reconcile() -> list[str]:
     """Settle every run and job whose supervisor vanished and start what waits in the queue (the
-    studio does this every few seconds, page open or not); returns the runs started. With
-    ``keep_warm`` (the studio), also keep a warm spare for the next single-process run."""
+    studio does this every few seconds, page open or not); returns the runs started."""
     jobs.list_jobs()  # reading a job's status settles it
-    started = _runs.reconcile()
-    if keep_warm:
-        _runs.keep_warm()
-    return started
+    return _runs.reconcile()
+
+
+def keep_warm() -> None:
+    """Keep a warm spare for the next single-process run, owned by this process (the studio)."""
+    _runs.keep_warm()
 
 
 def stop(item_id: str) -> dict:

@@ -343,6 +343,9 @@ def start_demo() -> None:
         sys.stderr.write(f"paddle-studio: building the demo workspace as job {job} (the page shows its progress)\n")
 
 
+WARM_S = 2.0
+
+
 def keep_reconciling(every: float = RECONCILE_S) -> None:
     """While the studio runs, read every run's and job's status every ``every`` seconds, page open
     or not: a read settles a run or job whose supervisor vanished (its processes ended, the run
@@ -351,16 +354,20 @@ def keep_reconciling(every: float = RECONCILE_S) -> None:
     import time
 
     def loop():
-        first = True
+        # the first look comes soon (it also starts the warm spare for the first run), but not
+        # during the studio's own start-up; the spare is looked after every WARM_S (a run that
+        # just ended leaves none), the rest every ``every`` seconds
+        time.sleep(min(3.0, every))
+        last = 0.0
         while True:
-            # the first look comes soon (it also starts the warm spare for the first run), but
-            # not during the studio's own start-up
-            time.sleep(min(3.0, every) if first else every)
-            first = False
             try:
-                catalog.reconcile(keep_warm=True)
+                if time.monotonic() - last >= every:
+                    last = time.monotonic()
+                    catalog.reconcile()
+                catalog.keep_warm()
             except Exception as e:  # noqa: BLE001 - a bad file must not end the loop; said in the log
                 sys.stderr.write(f"paddle-studio: reconciling the workspace failed: {e}\n")
+            time.sleep(min(WARM_S, every))
 
     threading.Thread(target=loop, name="reconcile", daemon=True).start()
 

@@ -128,8 +128,8 @@ def shot_zh(page, name: str, wait_for: str) -> None:
 STEPS = 150  # the demo LoRA answers dev questions exactly well before its preset's 300 steps
 
 
-@pytest.mark.journey  # not in `make test` yet: its dropdown picks after a job finishes fail about half the time
-@pytest.mark.timeout(1500)  # the whole journey: ~9 minutes on 2 idle cores, training included
+@pytest.mark.journey  # `make test-journey` runs it alone
+@pytest.mark.timeout(1500)  # the whole journey: ~2 minutes on 2 idle cores, training included; slack for a loaded CI
 def test_upload_train_merge_chat_quantize_without_reload(home, tmp_path, demo_home):
     data = tmp_path / "my_alpaca.json"
     dev = alpaca_file(demo_home, data)

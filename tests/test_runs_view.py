@@ -47,3 +47,14 @@ def test_points_read_between_redraws_are_drawn_when_the_run_ends(workspace_home)
     assert _points(snap["plot"]) == [3]
     # nothing changed since: nothing is sent again
     assert runs_tab.snapshot("r1", None, snap["view"], "en") is None
+
+
+def test_the_first_loss_point_is_drawn_at_once(workspace_home):
+    d = _write_run(workspace_home, "r2", "running")
+    snap = runs_tab.snapshot("r2", None, None, "en", force=True)  # the empty chart, just drawn
+    assert _points(snap["plot"]) == []
+    _append(d, [1])  # well within FIGURE_EVERY of that draw
+    snap = runs_tab.snapshot("r2", None, snap["view"], "en")
+    assert _points(snap["plot"]) == [1]
+    _append(d, [2])  # later points wait for the next redraw, as before
+    assert runs_tab.snapshot("r2", None, snap["view"], "en")["plot"] == gr.skip()

@@ -187,9 +187,12 @@ def snapshot(run_id: str | None, compare: str | None, view: dict | None, lang: s
     # right after a skipped redraw kept a curve two points short)
     counts = [len(view["records"]), len(view["crecords"])]
     undrawn = counts != view.get("drawn_counts")
-    redraw = force or (undrawn and (not active or now - view.get("drawn", 0.0) >= FIGURE_EVERY))
+    # the first loss point is drawn at once (the page's first sign that training works)
+    has_loss = any(r.get("loss") is not None for r in view["records"])
+    first = has_loss and not view.get("drawn_loss")
+    redraw = force or first or (undrawn and (not active or now - view.get("drawn", 0.0) >= FIGURE_EVERY))
     if redraw:
-        view["drawn"], view["drawn_counts"] = now, counts
+        view["drawn"], view["drawn_counts"], view["drawn_loss"] = now, counts, has_loss
     loss_fig, speed_fig = curve_figures(series, lang, log_y) if redraw else (gr.skip(), gr.skip())
     out = {
         "status": status_markdown(run_id, st, p, lang),
