@@ -33,6 +33,8 @@ MATRIX = {
     "vera-epoch-strategies": ("vera", {"training": {"evaluation_strategy": "epoch", "save_strategy": "epoch"}}),
     "lokr-linear-no-save": ("lokr", {"training": {"lr_scheduler_type": "linear", "save_strategy": "no"}}),
     "pretrain-packed": ("pretrain", {"data": {"zero_padding": True}}),
+    "lora-mora": ("lora", {"method": {"use_mora": True}}),
+    "lora-moslora": ("lora", {"method": {"lora_use_mixer": True}}),
 }
 # form fields that are values, not switches: every run above sets them
 VALUES = {"model_name_or_path", "tokenizer_name_or_path", "dataset_name_or_path", "src_length", "max_length",

@@ -35,6 +35,27 @@ def _logits(model, batch):
     return (out[0] if isinstance(out, (tuple, list)) else out.logits).astype("float32")
 
 
+def _fold_mora(model) -> int:
+    """Fold every MoRA layer (LoRA with use_mora) into its weight. PaddleNLP 3.0.0b4's own
+    LoRALinear.get_delta_weight for MoRA does not give what its forward computes (its rotation
+    scales the square matrix's columns where the forward scales its rows: merged logits differed
+    by ~18 on the demo), so the update is taken from the forward itself: the MoRA branch is linear
+    in its input, and applied to the identity it is exactly the [in, out] matrix to add."""
+    import paddle
+
+    n = 0
+    for layer in model.sublayers():
+        if getattr(layer, "use_mora", False) and hasattr(layer, "_apply_mora") and not getattr(layer, "merged", False):
+            with paddle.no_grad():
+                layer.rope_init()
+                eye = paddle.eye(layer.in_features, dtype=layer.weight.dtype)
+                delta = layer._apply_mora(eye)
+                layer.weight.set_value(layer.weight + delta.astype(layer.weight.dtype))
+            layer.merged = True
+            n += 1
+    return n
+
+
 def _fold_vera(model) -> int:
     """Fold every VeRA layer's update into its weight; returns how many layers were folded."""
     import paddle
@@ -80,6 +101,7 @@ def merge(base: str | Path | None, adapter: str | Path, out: str | Path, log=pri
         if not folded:
             raise ValueError("found no VeRA layers to fold")
     else:
+        _fold_mora(model)  # before model.merge(), which then leaves the folded layers alone
         model.merge()
     inner = model.model
     merged_state = {k: v for k, v in inner.state_dict().items()}

@@ -47,6 +47,8 @@ class MethodSection:
     rslora: bool = _f(False, "rsLoRA: scale by alpha/sqrt(r) instead of alpha/r.")
     lora_plus_scale: float = _f(1.0, "LoRA+: learning-rate multiplier of the B matrices.")
     pissa: bool = _f(False, "PiSSA: initialise LoRA from the principal singular vectors.")
+    use_mora: bool = _f(False, "MoRA: one square high-rank matrix (rotated, compressed input) instead of the low-rank A and B.")
+    lora_use_mixer: bool = _f(False, "MoSLoRA: a trainable r x r mixer between LoRA's A and B.")
     num_prefix_tokens: int = _f(128, "Prefix tuning: number of virtual tokens per layer.")
     vera_rank: int = _f(8, "VeRA rank.")
     lokr_dim: int = _f(8, "LoKr dimension.")
@@ -126,6 +128,8 @@ class RunConfig:
             rslora=m.rslora,
             lora_plus_scale=m.lora_plus_scale,
             pissa=m.pissa,
+            use_mora=m.use_mora,
+            lora_use_mixer=m.lora_use_mixer,
             prefix_tuning=m.method == "prefix",
             num_prefix_tokens=m.num_prefix_tokens,
             vera=m.method == "vera",
@@ -268,6 +272,9 @@ MESSAGES = {
     "fp16_and_bf16": "choose fp16 or bf16, not both",
     "needs_gpu": "{feature} needs a GPU; none is present",
     "tp_with_vera_lokr": "tensor parallel does not work with {method}",
+    "mora_with_mixer": "MoRA and MoSLoRA's mixer are two different LoRA variants: choose one",
+    "tp_with_mora_mixer": "tensor parallel does not work with MoRA or MoSLoRA (PaddleNLP refuses it)",
+    "lora_variant_needs_lora": "MoRA and MoSLoRA are variants of LoRA: set the method to lora",
     "devices_on_cpu": "--devices needs GPUs; on CPU use nproc (processes) instead",
     "degrees_do_not_divide": "tensor x pipeline x sharding degrees ({product}) must divide the number of processes ({world})",
     "multinode_needs_master": "more than one node needs master host:port",
@@ -349,6 +356,12 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
         positive("method", "vera_rank", m.vera_rank)
     if m.method == "lokr":
         positive("method", "lokr_dim", m.lokr_dim)
+    if m.use_mora and m.lora_use_mixer:
+        add("mora_with_mixer", "method.use_mora")
+    if (m.use_mora or m.lora_use_mixer) and m.method not in ("lora", "qlora"):
+        add("lora_variant_needs_lora", "method.use_mora" if m.use_mora else "method.lora_use_mixer")
+    if (m.use_mora or m.lora_use_mixer) and p.tensor_parallel_degree > 1:
+        add("tp_with_mora_mixer", "parallel.tensor_parallel_degree")
     if m.method in ("vera", "lokr") and p.tensor_parallel_degree > 1:
         add("tp_with_vera_lokr", "parallel.tensor_parallel_degree", method=m.method)
     if m.method == "qlora" and not m.weight_quantize_algo:

@@ -263,6 +263,8 @@ def apply_method(model, model_args, flat: dict, family: dict):
             rslora=model_args.rslora,
             lora_plus_scale=model_args.lora_plus_scale,
             pissa=model_args.pissa,
+            use_mora=model_args.use_mora,
+            lora_use_mixer=model_args.lora_use_mixer,
             merge_weights=False,
             dtype=dtype,
             base_model_name_or_path=model_args.model_name_or_path,
