@@ -6,11 +6,18 @@ modules whose heavy parts load inside functions, in the handler that needs them.
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import gradio as gr
+# Gradio 6.17 keeps a record of every event it ever ran and, after each one, rebuilds a pandas
+# summary of all of them (GRADIO_ANALYTICS_CACHE_FREQUENCY=1): with a live view ticking 4 times a
+# second that was a third of the studio's CPU while a run was watched, and it grew with uptime.
+# The summary only feeds Gradio's own monitoring page, which the studio does not use.
+os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", str(10**9))
+
+import gradio as gr  # noqa: E402
 
 from core import catalog, system, workspace
 from core import demo as demo_ws
@@ -344,6 +351,26 @@ def start_demo() -> None:
 
 
 WARM_S = 2.0
+EVENT_LOG_S = 60.0
+
+
+def forget_finished_events(app: gr.Blocks, every: float = EVENT_LOG_S) -> None:
+    """Drop Gradio's records of finished events every ``every`` seconds: it keeps one per event for
+    as long as the server lives (a watched run adds ~14,000 an hour), read by nothing of ours."""
+    import threading
+    import time
+
+    def loop():
+        while True:
+            time.sleep(every)
+            log = getattr(getattr(app, "_queue", None), "event_analytics", None)
+            if not isinstance(log, dict):
+                return  # another Gradio: nothing to do
+            for key, rec in list(log.items()):
+                if isinstance(rec, dict) and rec.get("status") in ("success", "failed", "cancelled"):
+                    log.pop(key, None)
+
+    threading.Thread(target=loop, name="event-log", daemon=True).start()
 
 
 def keep_reconciling(every: float = RECONCILE_S) -> None:
@@ -390,6 +417,7 @@ def main(host: str = "127.0.0.1", port: int = 7860, auth: str | None = None, lan
     keep_reconciling()
     app = build_app(lang)
     app.queue(default_concurrency_limit=4)
+    forget_finished_events(app)
     app.launch(
         server_name=host,
         server_port=port,
