@@ -58,3 +58,12 @@ def demo_home():
     )
     assert r.returncode == 0, r.stderr[-3000:]
     return home
+
+
+def link_demo(home: Path, demo: Path) -> Path:
+    """A workspace at ``home`` whose demo model and dataset are links to the shared demo build."""
+    (home / "models").mkdir(parents=True)
+    (home / "datasets").mkdir()
+    (home / "models" / "demo-base").symlink_to(demo / "models" / "demo-base")
+    (home / "datasets" / "demo").symlink_to(demo / "datasets" / "demo")
+    return home

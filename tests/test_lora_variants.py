@@ -7,6 +7,7 @@ import json
 import pytest
 
 from core.train import config, runs
+from tests.conftest import link_demo
 from tests.test_runs import cli, wait_for
 
 pytestmark = pytest.mark.slow
@@ -15,12 +16,7 @@ LIMIT = "100"
 
 @pytest.fixture(scope="module")
 def home(demo_home, tmp_path_factory):
-    h = tmp_path_factory.mktemp("variants-ws")
-    (h / "models").mkdir()
-    (h / "datasets").mkdir()
-    (h / "models" / "demo-base").symlink_to(demo_home / "models" / "demo-base")
-    (h / "datasets" / "demo").symlink_to(demo_home / "datasets" / "demo")
-    return h
+    return link_demo(tmp_path_factory.mktemp("variants") / "ws", demo_home)
 
 
 def evaluate(home, *args):

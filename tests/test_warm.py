@@ -12,6 +12,7 @@ import psutil
 import pytest
 
 from core.train import config, runs, warm
+from tests.conftest import link_demo
 from tests.test_runs import processes_of, wait_for
 
 pytestmark = pytest.mark.slow
@@ -19,11 +20,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def home(demo_home, tmp_path, monkeypatch):
-    h = tmp_path / "ws"
-    (h / "models").mkdir(parents=True)
-    (h / "datasets").mkdir()
-    (h / "models" / "demo-base").symlink_to(demo_home / "models" / "demo-base")
-    (h / "datasets" / "demo").symlink_to(demo_home / "datasets" / "demo")
+    h = link_demo(tmp_path / "ws", demo_home)
     monkeypatch.setenv("PADDLE_STUDIO_HOME", str(h))
     monkeypatch.delenv("PADDLE_STUDIO_WARM", raising=False)
     return h
