@@ -32,6 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.conftest import link_demo  # noqa: E402
+
 PHASES = ["process", "imports", "tokenizer", "data", "model", "trainer"]
 
 
@@ -91,11 +93,7 @@ def main() -> None:
     ap.add_argument("--home", default=str(ROOT / ".cache" / "demo-ws"))
     a = ap.parse_args()
     demo = Path(a.home)
-    ws = Path(tempfile.mkdtemp(prefix="bench-first-"))
-    for sub in ("models", "datasets"):
-        (ws / sub).mkdir()
-    (ws / "models" / "demo-base").symlink_to(demo / "models" / "demo-base")
-    (ws / "datasets" / "demo").symlink_to(demo / "datasets" / "demo")
+    ws = link_demo(Path(tempfile.mkdtemp(prefix="bench-first-")), demo)
     os.environ["PADDLE_STUDIO_HOME"] = str(ws)
     results = {"warm": [], "direct": [], "launcher": []}
     for _ in range(a.repeat):

@@ -20,6 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.conftest import link_demo  # noqa: E402
+
 
 def pad_shares(home: Path, batch: int, max_length: int) -> dict:
     """Real-token share of the batches each mode builds from the first 1024 training records."""
@@ -60,11 +62,7 @@ def main() -> None:
     home = Path(a.home).resolve()
     from core.train import config, runs
 
-    work = Path(tempfile.mkdtemp(prefix="bench-packing-"))
-    for sub in ("models", "datasets"):
-        (work / sub).mkdir()
-    (work / "models" / "demo-base").symlink_to(home / "models" / "demo-base")
-    (work / "datasets" / "demo").symlink_to(home / "datasets" / "demo")
+    work = link_demo(Path(tempfile.mkdtemp(prefix="bench-packing-")), home)
     os.environ["PADDLE_STUDIO_HOME"] = str(work)
     base = config.load_preset("demo-lora", work)
     shares = pad_shares(home, base.training.per_device_train_batch_size, base.data.max_length)

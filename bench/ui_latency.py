@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.browser import Studio, launch_browser, wait_text  # noqa: E402
+from tests.conftest import link_demo  # noqa: E402
 
 OBSERVER = """
 (name) => {
@@ -91,11 +92,7 @@ def main() -> None:
     if not (demo / "models" / "demo-base").is_dir():
         subprocess.run([sys.executable, "-m", "core.cli", "demo", "init"], cwd=ROOT, check=True,
                        env={**os.environ, "PADDLE_STUDIO_HOME": str(demo)})
-    home = Path(tempfile.mkdtemp(prefix="bench-ui-"))
-    (home / "models").mkdir()
-    (home / "datasets").mkdir()
-    (home / "models" / "demo-base").symlink_to(demo / "models" / "demo-base")
-    (home / "datasets" / "demo").symlink_to(demo / "datasets" / "demo")
+    home = link_demo(Path(tempfile.mkdtemp(prefix="bench-ui-")), demo)
     from playwright.sync_api import sync_playwright
 
     results = []

@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.browser import Studio, launch_browser, wait_text  # noqa: E402
+from tests.conftest import link_demo  # noqa: E402
 
 
 def cpu_seconds(procs) -> float:
@@ -75,11 +76,7 @@ def main() -> int:
         sys.exit("no demo workspace in .cache/demo-ws: run `make test` or "
                  "`PADDLE_STUDIO_HOME=.cache/demo-ws .venv/bin/paddle-studio demo init` first")
     tmp = Path(tempfile.mkdtemp(prefix="watch-cost-"))
-    home = tmp / "ws"
-    (home / "models").mkdir(parents=True)
-    (home / "datasets").mkdir()
-    (home / "models" / "demo-base").symlink_to(demo / "models" / "demo-base")
-    (home / "datasets" / "demo").symlink_to(demo / "datasets" / "demo")
+    home = link_demo(tmp / "ws", demo)
     env = {**os.environ, "PADDLE_STUDIO_HOME": str(home)}
     studio = Studio(home, tmp / "studio.log")
     rows = []

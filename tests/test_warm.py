@@ -26,10 +26,6 @@ def home(demo_home, tmp_path, monkeypatch):
     return h
 
 
-def spare_processes(spare) -> list:
-    return [p for p in processes_of(spare)]
-
-
 def ready_spare(owner: int):
     s = warm.keep_spare(owner)
     assert s is not None
@@ -106,7 +102,7 @@ def test_a_spare_ends_when_its_owner_is_gone(home):
     owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
     try:
         s = ready_spare(owner.pid)
-        procs = spare_processes(s)
+        procs = processes_of(s)
         assert len(procs) == 2  # the spare supervisor and its warm rank
     finally:
         owner.kill()

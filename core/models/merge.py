@@ -35,7 +35,7 @@ def _logits(model, batch):
     return (out[0] if isinstance(out, (tuple, list)) else out.logits).astype("float32")
 
 
-def _fold_mora(model) -> int:
+def _fold_mora(model) -> None:
     """Fold every MoRA layer (LoRA with use_mora) into its weight. PaddleNLP 3.0.0b4's own
     LoRALinear.get_delta_weight for MoRA does not give what its forward computes (its rotation
     scales the square matrix's columns where the forward scales its rows: merged logits differed
@@ -43,7 +43,6 @@ def _fold_mora(model) -> int:
     in its input, and applied to the identity it is exactly the [in, out] matrix to add."""
     import paddle
 
-    n = 0
     for layer in model.sublayers():
         if getattr(layer, "use_mora", False) and hasattr(layer, "_apply_mora") and not getattr(layer, "merged", False):
             with paddle.no_grad():
@@ -52,8 +51,6 @@ def _fold_mora(model) -> int:
                 delta = layer._apply_mora(eye)
                 layer.weight.set_value(layer.weight + delta.astype(layer.weight.dtype))
             layer.merged = True
-            n += 1
-    return n
 
 
 def _fold_vera(model) -> int:

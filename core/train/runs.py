@@ -169,6 +169,7 @@ def _spawn_supervisor(d: Path, resume: bool) -> None:
                  pid=None, pgid=None, supervisor_pid=None, supervisor_start=None)
     meta = read_json(d / "studio.json", {}) or {}
     if single_process(meta.get("parallel", {})):
+        clear_failure_notes(d)  # now: the spare's rank reserves its own note as soon as it is claimed
         spare = warm.claim(d, resume)  # a supervisor whose rank has already imported paddle(nlp)
         if spare:
             write_status(d, supervisor_pid=spare["pid"], supervisor_start=spare["start"], warm=True)
@@ -266,19 +267,18 @@ def _failure_reason(d: Path, code: int) -> str:
     failure note, what its log says, or that it died without a word: kill -9 or out of memory)
     with the silent ranks first (they are the cause, the others lost them), else a full disk
     (the logs may not have room for the error itself), else the launcher's last error line."""
+    meta = read_json(d / "studio.json", {}) or {}
+    par = meta.get("parallel", {})
     if code < 0:
         try:
             name = signal.Signals(-code).name
         except ValueError:
             name = f"signal {-code}"
-        meta = read_json(d / "studio.json", {}) or {}
-        if single_process(meta.get("parallel", {})):
+        if single_process(par):
             why = " (kill -9, or the out-of-memory killer)" if name == "SIGKILL" else ""
             return f"the training process was killed ({name}){why}"
         return f"the launcher was killed ({name}); its rank processes were ended with it"
     notes = failure_notes(d)
-    meta = read_json(d / "studio.json", {}) or {}
-    par = meta.get("parallel", {})
     local = int(par.get("nnodes", 1) or 1) == 1 and not par.get("devices")
     nproc = int(par.get("nproc", 1) or 1) if local else 0
     stories = {r: text for r, text in notes.items()}
@@ -323,17 +323,23 @@ def last_activity(d: Path) -> float:
     return newest
 
 
+def clear_failure_notes(d: Path) -> None:
+    """An earlier attempt's failure notes say nothing about the next one: removed before its ranks
+    start (they reserve their own at start)."""
+    for f in d.glob("failure.rank*.txt"):
+        f.unlink(missing_ok=True)
+
+
 def supervise(d: Path, resume: bool, proc: subprocess.Popen | None = None) -> int:
     """Run the launcher to its end and record how it ended (the body of the supervisor process).
     ``proc``: a warm spare's rank, already started and now given this run (core.train.warm)."""
     meta = read_json(d / "studio.json")
-    argv = launch_argv(d, meta["parallel"], resume)
-    for f in d.glob("failure.rank*.txt"):  # an earlier attempt's notes say nothing about this one
-        f.unlink(missing_ok=True)
-    # a single process writes where a launched rank 0 would (log/workerlog.0)
-    (d / "log").mkdir(exist_ok=True)
-    out = d / "log" / "workerlog.0" if single_process(meta["parallel"]) else d / "launcher.log"
     if proc is None:
+        clear_failure_notes(d)
+        argv = launch_argv(d, meta["parallel"], resume)
+        # a single process writes where a launched rank 0 would (log/workerlog.0)
+        (d / "log").mkdir(exist_ok=True)
+        out = d / "log" / "workerlog.0" if single_process(meta["parallel"]) else d / "launcher.log"
         with open(out, "ab") as log:
             proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True, cwd=str(d), env=jobs.child_env())
@@ -513,15 +519,13 @@ STARTUP_NEXT = {None: "process", "process": "imports", "imports": "tokenizer", "
                 "data": "model", "model": "trainer", "trainer": "first_step"}
 
 
-def startup(run_id_or_dir) -> str | None:
+def startup(run_id_or_dir) -> str:
     """What a started run is doing before its first step: the phase rank 0 works on now
     (``process``: the interpreter starting; ``imports``; ``tokenizer``; ``data``: reading and
     tokenizing; ``model``: loading and wrapping; ``trainer``; ``first_step``: training, no loss
-    logged yet), from its startup.jsonl; None when the run is not running. Callers show it only
+    logged yet), from its startup.jsonl. Callers ask only while the run is running and show it
     until the first loss point."""
     d = run_id_or_dir if isinstance(run_id_or_dir, Path) else run_dir(run_id_or_dir)
-    if status(d).get("state") != "running":
-        return None
     done = None
     try:
         for line in (d / "startup.jsonl").read_text(encoding="utf-8").splitlines():

@@ -102,9 +102,7 @@ def status_markdown(run_id: str, st: dict, p: dict, lang: str) -> str:
     if p.get("loss") is not None:
         parts.append(t("runs.last_loss", lang, loss=num(p['loss'])))
     elif state == "running":
-        doing = runs.startup(run_id)
-        if doing:
-            parts.append(t(f"runs.startup.{doing}", lang))
+        parts.append(t(f"runs.startup.{runs.startup(run_id)}", lang))
     if p.get("eval_loss") is not None:
         parts.append(t("runs.last_eval", lang, loss=num(p['eval_loss'])))
     if st.get("reason") and state != "succeeded":
