@@ -77,6 +77,13 @@ def models(kinds: tuple[str, ...] | list[str] | None = None) -> list[dict]:
     return [m for m in out if not kinds or m["kind"] in kinds]
 
 
+def model_rows() -> list[dict]:
+    """Every model with what the Models list shows: family, parameters, disk size, chat template."""
+    from core.models import imports
+
+    return [{**m, **imports.describe(m["path"])} for m in models()]
+
+
 def runs() -> list[dict]:
     return _runs.list_runs()
 

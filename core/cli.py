@@ -56,12 +56,76 @@ def cmd_demo_init(a) -> int:
     from core import demo
 
     log = (lambda m: sys.stderr.write(m + "\n")) if a.json else print
+    if a.family:
+        out = demo.family_model(a.family, seed=a.seed, name=a.name, hf_out=a.hf, log=log)
+        if a.json:
+            _print_json(out)
+        return 0
+    if a.hf or a.name:
+        return _fail("--hf and --name go with --family")
     out = demo.init(seed=a.seed, log=log)
     if a.json:
         _print_json(out)
     else:
         print(f"demo dataset: {out['dataset']}\ndemo model:   {out['model']}")
         print(f"created: {', '.join(out['created']) or 'nothing (already there)'} in {out['seconds']} s")
+    return 0
+
+
+def _size(n) -> str:
+    if n is None:
+        return "?"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.3g} {unit}" if unit != "B" else f"{n} B"
+        n /= 1024
+
+
+def _count(n) -> str:
+    if n is None:
+        return "?"
+    for div, unit in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if n >= div:
+            return f"{n / div:.3g}{unit}"
+    return str(n)
+
+
+def cmd_models_inspect(a) -> int:
+    from core.models import imports
+
+    info = imports.inspect(a.folder)
+    if a.json:
+        _print_json(info)
+    else:
+        print(f"{info['path']}\n  family {info['family']} ({info['architecture']}), {info['format']} weights "
+              f"({', '.join(info['weights'])}), {_count(info['parameters'])} parameters, {info['dtype']}, "
+              f"{_size(info['size_bytes'])}\n  tokenizer {info['tokenizer']}; chat template: "
+              f"{'yes' if info['chat_template'] else 'no'}")
+    return 0
+
+
+def cmd_models_import(a) -> int:
+    from core.models import imports
+
+    log = (lambda m: sys.stderr.write(m + "\n")) if a.json else print
+    out = imports.import_model(a.folder, a.name, link=a.link, log=log)
+    if a.json:
+        _print_json(out)
+    return 0
+
+
+def cmd_models_list(a) -> int:
+    from core import catalog
+
+    rows = catalog.model_rows()
+    if a.json:
+        _print_json(rows)
+        return 0
+    if not rows:
+        print("no models (paddle-studio demo init, or paddle-studio models import DIR --name NAME)")
+    for r in rows:
+        print(f"{r['name']:28} {r['kind']:9} {r['family'] or '?':9} {_count(r['parameters']):>7} {_size(r['size_bytes']):>10}"
+              f"  template {'yes' if r['chat_template'] else 'no '}  {r['origin']}")
     return 0
 
 
@@ -477,8 +541,26 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="demo workspace").add_subparsers(dest="demo_verb", required=True)
     di = demo.add_parser("init", help="tiny model + tokenizer + dataset, idempotent")
     di.add_argument("--seed", type=int, default=1234)
+    di.add_argument("--family", help="instead: a tiny random model of this family (presets/models) as models/tiny-FAMILY")
+    di.add_argument("--name", help="with --family: the model's name in models/")
+    di.add_argument("--hf", metavar="DIR", help="with --family: write it in Hugging Face's layout to DIR (to try models import)")
     di.add_argument("--json", action="store_true")
     di.set_defaults(func=cmd_demo_init)
+
+    mo = sub.add_parser("models", help="models in the workspace: list, inspect, import").add_subparsers(dest="models_verb", required=True)
+    ml = mo.add_parser("list", help="every model: base, imported, trained, merged, quantized, adapters")
+    ml.add_argument("--json", action="store_true")
+    ml.set_defaults(func=cmd_models_list)
+    mi = mo.add_parser("inspect", help="check a model folder without importing it (headers only)")
+    mi.add_argument("folder")
+    mi.add_argument("--json", action="store_true")
+    mi.set_defaults(func=cmd_models_inspect)
+    mm = mo.add_parser("import", help="check a PaddleNLP or Hugging Face folder and import it as models/NAME (converted if PyTorch)")
+    mm.add_argument("folder")
+    mm.add_argument("--name", required=True)
+    mm.add_argument("--link", action="store_true", help="link a PaddleNLP folder instead of copying it")
+    mm.add_argument("--json", action="store_true")
+    mm.set_defaults(func=cmd_models_import)
 
     data = sub.add_parser("data", help="datasets").add_subparsers(dest="data_verb", required=True)
     v = data.add_parser("validate", help="check a file or dataset folder line by line")

@@ -237,8 +237,12 @@ def _plain_lines(seed: int, exclude: list[dict], n: int) -> list[str]:
     return lines
 
 
-def train_tokenizer(corpus: list[str], out_dir: Path, seed: int, vocab_size: int = 1200):
-    """A sentencepiece BPE with byte fallback, wrapped as PaddleNLP's LlamaTokenizer."""
+def train_tokenizer(corpus: list[str], out_dir: Path, seed: int, vocab_size: int = 1200,
+                    markers: list[str] | None = None, chat_template: str = CHAT_TEMPLATE, eos: str = "</s>"):
+    """A sentencepiece BPE with byte fallback, wrapped as PaddleNLP's LlamaTokenizer.
+
+    ``markers`` (default: the demo template's) are single pieces; ``eos`` is the end-of-text
+    piece (a family whose chat template ends a turn with its own marker makes that the EOS)."""
     import sentencepiece as spm
 
     from core.data.datasets import load_tokenizer
@@ -246,23 +250,24 @@ def train_tokenizer(corpus: list[str], out_dir: Path, seed: int, vocab_size: int
     out_dir.mkdir(parents=True, exist_ok=True)
     text = out_dir / "corpus.txt"
     text.write_text("\n".join(corpus) + "\n", encoding="utf-8")
-    _spm_train(spm, text, out_dir, vocab_size, seed)
+    _spm_train(spm, text, out_dir, vocab_size, seed, [USER_TOKEN, ASSISTANT_TOKEN, SYSTEM_TOKEN] if markers is None else markers,
+               eos)
     text.unlink()
     from paddlenlp.transformers import LlamaTokenizer
 
-    tok = LlamaTokenizer(vocab_file=str(out_dir / "sp.model"), pad_token="<pad>", add_bos_token=True)
+    tok = LlamaTokenizer(vocab_file=str(out_dir / "sp.model"), pad_token="<pad>", eos_token=eos, add_bos_token=True)
     tok_dir = out_dir / "tokenizer"
     tok.save_pretrained(str(tok_dir))
     cfg_path = tok_dir / "tokenizer_config.json"
     cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
-    cfg["chat_template"] = CHAT_TEMPLATE
+    cfg["chat_template"] = chat_template
     workspace.write_json_atomic(cfg_path, cfg)
     for f in ("sp.model", "sp.vocab"):
         (out_dir / f).unlink(missing_ok=True)
     return load_tokenizer(tok_dir), tok_dir
 
 
-def _spm_train(spm, text: Path, out_dir: Path, vocab_size: int, seed: int) -> None:
+def _spm_train(spm, text: Path, out_dir: Path, vocab_size: int, seed: int, markers: list[str], eos: str) -> None:
     if hasattr(spm, "set_random_generator_seed"):
         spm.set_random_generator_seed(seed)
     spm.SentencePieceTrainer.train(
@@ -275,10 +280,11 @@ def _spm_train(spm, text: Path, out_dir: Path, vocab_size: int, seed: int) -> No
         unk_id=0,
         bos_id=1,
         eos_id=2,
+        eos_piece=eos,
         pad_id=3,
         pad_piece="<pad>",
         # the template markers, and every content word as one piece wherever it appears
-        user_defined_symbols=[USER_TOKEN, ASSISTANT_TOKEN, SYSTEM_TOKEN, *CONTENT_WORDS],
+        user_defined_symbols=[*markers, *CONTENT_WORDS],
         split_digits=True,
         max_sentencepiece_length=8,
         normalization_rule_name="identity",  # keep full-width punctuation as written
@@ -584,3 +590,101 @@ def ensure() -> str | None:
     if p["job"] and p["job"]["state"] in jobs.ACTIVE:
         return p["job"]["job_id"]
     return submit()
+
+
+# Tiny models of every family a preset describes (presets/models/<family>.json "tiny"): random
+# weights, a sentencepiece vocabulary trained on the demo text with the family's chat-template
+# markers as single pieces, the family's chat template. They exercise each family's code paths
+# (PEFT, merge, generation, quantization) in seconds; they are not meant to answer anything.
+FAMILY_PREFIX = "tiny-"
+
+
+def _ensure_dataset(seed: int, log) -> Path:
+    """The demo dataset (copied from the cache or written; the demo model is not needed here)."""
+    cache = cache_root()
+    if not status()["dataset"]:
+        _clear("dataset", log)
+        if not (cache and _current("dataset", cache, seed) and _copy_part("dataset", cache, None, log)):
+            write_dataset(workspace.datasets_dir(), seed)
+    return workspace.datasets_dir() / DEMO_DATASET
+
+
+def family_model(family: str, seed: int = 1234, name: str | None = None, hf_out: str | Path | None = None,
+                 log=print) -> dict:
+    """Build ``models/tiny-<family>`` (Paddle format, random weights); with ``hf_out`` write the same
+    weights as a Hugging Face folder there instead (PyTorch names and layouts, written with numpy and
+    safetensors) for ``models import`` to convert. Returns the model's info."""
+    import numpy as np
+    import paddle
+    import paddlenlp.transformers as T
+
+    from core.train.config import family_preset
+
+    preset = family_preset(family)
+    if "tiny" not in preset:
+        raise ValueError(f"the {family} preset has no tiny shape")
+    if hf_out and "hf_format" not in preset:
+        raise ValueError(f"the {family} preset says nothing about its Hugging Face layout (hf_format)")
+    ds = _ensure_dataset(seed, log)
+    read = lambda f: [json.loads(l) for l in (ds / f).open(encoding="utf-8")]  # noqa: E731
+    train, dev = read("train.json"), read("dev.json")
+    out = Path(hf_out) if hf_out else workspace.models_dir() / (name or FAMILY_PREFIX + family)
+    if out.exists():
+        raise FileExistsError(f"{out} already exists")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    scratch = workspace.temp_dir_beside(out)
+    try:
+        report_progress(0.1, f"training the {family} tokenizer")
+        tok, tok_dir = train_tokenizer(_sentences(train + dev) + _plain_lines(seed + 1, exclude=dev, n=2000),
+                                       scratch / "tok", seed, markers=preset.get("template_markers", []),
+                                       chat_template=preset["chat_template"], eos=preset.get("eos_token", "</s>"))
+        report_progress(0.6, f"initialising a tiny {preset['architecture']}")
+        paddle.set_device("cpu")
+        paddle.seed(seed)
+        cls = getattr(T, preset["architecture"])
+        cfg = cls.config_class(vocab_size=len(tok), bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                               pad_token_id=tok.pad_token_id, **preset["tiny"])
+        model = cls(cfg)
+        model.eval()
+        n_params = sum(int(np.prod(p.shape)) for p in model.parameters())
+        tmp = scratch / "model"
+        if hf_out:
+            _write_hf(model, preset, tmp)
+        else:
+            model.save_pretrained(str(tmp), safe_serialization=True)
+        for f in tok_dir.iterdir():
+            shutil.copy2(f, tmp / f.name)
+        info = {"name": out.name, "family": family, "architecture": preset["architecture"], "parameters": n_params,
+                "vocab_size": len(tok), "random_init": True, "seed": seed, "demo_version": DEMO_VERSION}
+        if not hf_out:
+            workspace.write_json_atomic(tmp / workspace.MODEL_MARKER, info)
+        os.rename(tmp, out)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    log(f"{out}: tiny {preset['architecture']}, {n_params:,} parameters" + (" (Hugging Face layout)" if hf_out else ""))
+    return {**info, "path": str(out)}
+
+
+def _write_hf(model, preset: dict, out: Path) -> None:
+    """The model as Hugging Face writes it: ``model.`` in place of Paddle's base prefix, every
+    linear weight transposed to PyTorch's [out, in], float32 safetensors marked format=pt, and a
+    config.json without PaddleNLP's own keys."""
+    from safetensors.numpy import save_file
+
+    import numpy as np
+
+    base = model.base_model_prefix + "."
+    hf_prefix = preset["hf_format"]["prefix"]
+    tensors = {}
+    for k, v in model.state_dict().items():
+        a = v.numpy()
+        if a.ndim == 2 and "embed" not in k:  # nn.Linear: Paddle [in, out], PyTorch [out, in]
+            a = a.T
+        tensors[hf_prefix + k[len(base):] if k.startswith(base) else k] = np.ascontiguousarray(a)
+    out.mkdir(parents=True)
+    save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
+    cfg = model.config.to_dict()
+    for k in ("paddlenlp_version", "dtype", "dpo_config"):
+        cfg.pop(k, None)
+    cfg.update(architectures=[preset["architecture"]], torch_dtype="float32", transformers_version="4.44.0")
+    workspace.write_json_atomic(out / "config.json", cfg)

@@ -38,7 +38,7 @@ from core import workspace
 ROOT = Path(__file__).resolve().parents[1]
 ACTIVE = ("queued", "running")
 FINAL = ("succeeded", "failed", "stopped")
-KINDS = ("data", "merge", "quantize", "eval", "serve", "demo")
+KINDS = ("data", "merge", "quantize", "eval", "serve", "demo", "import")
 STOP_GRACE = 6.0
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 

@@ -412,14 +412,42 @@ def list_presets() -> list[dict]:
     return out
 
 
+def family_presets() -> dict[str, dict]:
+    """Every model family preset (presets/models/<family>.json) by family name."""
+    out = {}
+    for f in sorted((PRESETS_DIR / "models").glob("*.json")):
+        d = json.loads(f.read_text(encoding="utf-8"))
+        out[d["family"]] = d
+    return out
+
+
+def family_preset(name: str) -> dict:
+    fams = family_presets()
+    if name not in fams:
+        raise ValueError(f"no model family {name!r}: the families are {', '.join(fams)}")
+    return fams[name]
+
+
+def family_of_type(model_type: str) -> dict | None:
+    """The family preset whose model_types include ``model_type`` (None when none does)."""
+    return next((d for d in family_presets().values() if model_type in d["model_types"]), None)
+
+
+def config_value(config, name: str, family: dict, default=None):
+    """A model config's value under its common name (num_hidden_layers, num_key_value_heads, ...),
+    read under the family's own name where its preset says the family spells it otherwise."""
+    own = (family.get("config_names") or {}).get(name, name)
+    v = getattr(config, own, None)
+    return default if v is None else v
+
+
 def model_family(model_dir: str | Path) -> dict:
     """The family preset (presets/models/<family>.json) matching a model folder's model_type."""
     cfg = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
     mtype = cfg.get("model_type", "")
-    for f in sorted((PRESETS_DIR / "models").glob("*.json")):
-        d = json.loads(f.read_text(encoding="utf-8"))
-        if mtype in d["model_types"]:
-            return d
+    fam = family_of_type(mtype)
+    if fam:
+        return fam
     raise ValueError(f"no model family preset for model_type {mtype!r} in {PRESETS_DIR / 'models'}")
 
 

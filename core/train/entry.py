@@ -23,7 +23,7 @@ if __package__ in (None, ""):  # run as a script by paddle.distributed.launch
 
 from core.data import templates  # noqa: E402
 from core.train import checkpoints  # noqa: E402
-from core.train.config import model_family  # noqa: E402
+from core.train.config import config_value, model_family  # noqa: E402
 
 from core.workspace import MODEL_MARKER as FINISHED_MARK  # noqa: E402
 
@@ -276,12 +276,13 @@ def apply_method(model, model_args, flat: dict, family: dict):
         from paddlenlp.peft.prefix import utils as prefix_utils
 
         c = model.config
+        heads = config_value(c, "num_attention_heads", family)
         cfg = PrefixConfig(
             num_prefix_tokens=model_args.num_prefix_tokens,
-            num_attention_heads=c.num_attention_heads,
-            num_hidden_layers=c.num_hidden_layers,
+            num_attention_heads=heads,
+            num_hidden_layers=config_value(c, "num_hidden_layers", family),
             hidden_size=c.hidden_size,
-            multi_query_group_num=getattr(c, "num_key_value_heads", None) or c.num_attention_heads,
+            multi_query_group_num=config_value(c, "num_key_value_heads", family, heads),
             dtype=dtype,
         )
         post = getattr(prefix_utils, family.get("prefix_postprocess", "llama_postprocess_past_key_value"))

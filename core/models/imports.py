@@ -1,0 +1,330 @@
+"""Models users bring: check a local model folder, then import it into ``models/NAME``.
+
+A folder is either PaddleNLP's (``save_pretrained``: Paddle parameter names and layouts, in
+safetensors or ``model_state.pdparams``) or Hugging Face's (PyTorch names and layouts, in
+safetensors or ``pytorch_model.bin``), which PaddleNLP converts (``convert_from_torch``).
+:func:`inspect` reads only headers: config, tokenizer, every weight file (shards of an index
+included, truncation detected), parameter count, dtype, disk size, chat template. :func:`import_model`
+copies (or links) a Paddle folder, or converts a Hugging Face one, in a temp folder renamed into
+place once complete: a failed import leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+import time
+from pathlib import Path
+
+from core import workspace
+from core.jobs import report_progress
+
+SAFE_SINGLE, SAFE_INDEX = "model.safetensors", "model.safetensors.index.json"
+PADDLE_SINGLE, PADDLE_INDEX = "model_state.pdparams", "model_state.pdparams.index.json"
+TORCH_SINGLE, TORCH_INDEX = "pytorch_model.bin", "pytorch_model.bin.index.json"
+TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json", "vocab.json", "merges.txt", "tokenizer.model",
+                   "sentencepiece.bpe.model", "vocab.txt", "spiece.model", "ice_text.model")
+# weights are loaded to check them only below this size; above it, names and sizes are checked from the headers
+LOAD_CHECK_BYTES = 4 << 30
+_DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1,
+                "F8_E4M3": 1, "F8_E5M2": 1}
+
+
+class ModelFolderError(ValueError):
+    """A model folder that cannot be imported; the message names the file and what was expected."""
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ModelFolderError(f"{path}: line {e.lineno} column {e.colno}: not valid JSON ({e.msg})") from None
+    except UnicodeDecodeError:
+        raise ModelFolderError(f"{path}: not UTF-8 text") from None
+    if not isinstance(obj, dict):
+        raise ModelFolderError(f"{path}: expected a JSON object, found {type(obj).__name__}")
+    return obj
+
+
+def safetensors_header(path: Path) -> dict:
+    """Tensor name -> {dtype, shape} of one safetensors file, read from its header only; refuses a
+    file that is cut short (its header points past the end of the file)."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            raise ModelFolderError(f"{path}: {size} bytes, too short to be a safetensors file")
+        n = struct.unpack("<Q", head)[0]
+        if n > min(size - 8, 100 << 20):
+            raise ModelFolderError(f"{path}: not a safetensors file (header length {n} for a {size}-byte file)")
+        try:
+            header = json.loads(f.read(n))
+        except (ValueError, UnicodeDecodeError):
+            raise ModelFolderError(f"{path}: the safetensors header is not valid JSON") from None
+    header.pop("__metadata__", None)
+    end = max((t["data_offsets"][1] for t in header.values()), default=0)
+    if 8 + n + end > size:
+        raise ModelFolderError(f"{path}: cut short: the header describes {8 + n + end:,} bytes, the file has {size:,} "
+                               "(an interrupted download or copy?)")
+    return {k: {"dtype": t["dtype"], "shape": t["shape"]} for k, t in header.items()}
+
+
+def _safetensors_meta(path: Path) -> dict:
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        return json.loads(f.read(n)).get("__metadata__") or {}
+
+
+def _weight_files(d: Path) -> tuple[str, list[Path]]:
+    """(kind, files): kind is safetensors, paddle or torch; every shard an index names must exist."""
+    for kind, single, index in (("safetensors", SAFE_SINGLE, SAFE_INDEX), ("paddle", PADDLE_SINGLE, PADDLE_INDEX),
+                                ("torch", TORCH_SINGLE, TORCH_INDEX)):
+        if (d / index).is_file():
+            idx = _read_json(d / index)
+            wm = idx.get("weight_map")
+            if not isinstance(wm, dict) or not wm:
+                raise ModelFolderError(f"{d / index}: no \"weight_map\" object naming the shard of each weight")
+            shards = sorted(set(wm.values()))
+            missing = [s for s in shards if not (d / s).is_file()]
+            if missing:
+                raise ModelFolderError(f"{d / index} names {len(shards)} shard(s); missing: {', '.join(missing[:5])}"
+                                       + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))
+            return kind, [d / s for s in shards]
+        if (d / single).is_file():
+            return kind, [d / single]
+    raise ModelFolderError(f"{d}: no weights: expected {SAFE_SINGLE}, {PADDLE_SINGLE} or {TORCH_SINGLE} "
+                           "(or a sharded *.index.json with its shards)")
+
+
+def inspect(folder: str | Path) -> dict:
+    """Everything about a model folder that can be told without loading it; raises
+    ModelFolderError (file, what was expected) when it cannot be imported."""
+    from core.train.config import family_of_type
+
+    d = Path(folder).expanduser()
+    if not d.is_dir():
+        raise ModelFolderError(f"{d}: no such folder")
+    d = d.resolve()
+    if not (d / "config.json").is_file():
+        raise ModelFolderError(f"{d}: no config.json (a model folder has config.json, tokenizer files and weights)")
+    cfg = _read_json(d / "config.json")
+    mtype = cfg.get("model_type")
+    if not isinstance(mtype, str) or not mtype:
+        raise ModelFolderError(f"{d / 'config.json'}: no \"model_type\" (expected e.g. \"llama\", \"qwen2\")")
+    family = family_of_type(mtype)
+    if family is None:
+        from core.train.config import family_presets
+
+        known = sorted(t for f in family_presets().values() for t in f["model_types"])
+        raise ModelFolderError(f"{d / 'config.json'}: model_type {mtype!r} has no family preset "
+                               f"(presets/models/); supported: {', '.join(known)}")
+    tok_files = [f for f in TOKENIZER_FILES if (d / f).is_file()]
+    if not tok_files:
+        raise ModelFolderError(f"{d}: no tokenizer: expected tokenizer_config.json with its vocabulary "
+                               f"(one of {', '.join(TOKENIZER_FILES[1:])})")
+    kind, files = _weight_files(d)
+    params, dtypes, names = None, set(), []
+    fmt = "torch" if kind == "torch" else "paddle"
+    if kind == "safetensors":
+        params = 0
+        metas = set()
+        for f in files:
+            for name, t in safetensors_header(f).items():
+                n = 1
+                for s in t["shape"]:
+                    n *= s
+                params += n
+                dtypes.add(t["dtype"].lower())
+                names.append(name)
+            metas.add(_safetensors_meta(f).get("format"))
+        base = _base_prefix(family)
+        paddle_names = sum(1 for n in names if n.startswith(base + "."))
+        # PaddleNLP names every weight under the model's base prefix (llama., qwen2., ...); Hugging
+        # Face under its own (model., transformer.) and marks its files format=pt
+        fmt = "paddle" if paddle_names >= len(names) / 2 and "pt" not in metas else "torch"
+    elif kind == "paddle":
+        dtypes.add(str(cfg.get("dtype") or cfg.get("torch_dtype") or "unknown"))
+    else:
+        dtypes.add(str(cfg.get("torch_dtype") or "unknown"))
+    tok_cfg = _read_json(d / "tokenizer_config.json") if (d / "tokenizer_config.json").is_file() else {}
+    template = bool(tok_cfg.get("chat_template")) or (d / "chat_template.json").is_file()
+    size = sum(f.stat().st_size for f in d.rglob("*") if f.is_file())
+    return {"path": str(d), "family": family["family"], "model_type": mtype,
+            "architecture": (cfg.get("architectures") or [family.get("architecture")])[0],
+            "format": fmt, "weights": [f.name for f in files], "weight_bytes": sum(f.stat().st_size for f in files),
+            "parameters": params, "dtype": ", ".join(sorted(dtypes)) or "unknown", "size_bytes": size,
+            "tokenizer": tok_cfg.get("tokenizer_class") or ", ".join(tok_files), "chat_template": template,
+            "vocab_size": cfg.get("vocab_size") or cfg.get("padded_vocab_size")}
+
+
+def _base_prefix(family: dict) -> str:
+    import paddlenlp.transformers as T
+
+    arch = getattr(T, family.get("architecture") or "", None)
+    return getattr(arch, "base_model_prefix", family["family"])
+
+
+def _check_name(name: str) -> Path:
+    bad = workspace.check_name(name)
+    if bad:
+        raise ValueError(bad)
+    out = workspace.models_dir() / name
+    if out.exists() or out.is_symlink():
+        raise FileExistsError(f"{out} already exists: pick another --name")
+    return out
+
+
+def _copy(src: Path, dst: Path, total: int, done: list, at: float, span: float) -> None:
+    """Copy a folder's files with progress from ``at`` to ``at + span`` by bytes."""
+    for f in sorted(src.rglob("*")):
+        rel = f.relative_to(src)
+        if f.is_dir():
+            (dst / rel).mkdir(parents=True, exist_ok=True)
+            continue
+        (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+        with open(f, "rb") as r, open(dst / rel, "wb") as w:
+            while chunk := r.read(8 << 20):
+                w.write(chunk)
+                done[0] += len(chunk)
+                report_progress(at + span * done[0] / max(total, 1), f"copying {rel} ({done[0] / 2**20:,.1f} MiB)")
+
+
+def _load_check(d: Path, info: dict, log):
+    """Load tokenizer and weights as training will; the first problem, said plainly. Returns the
+    model and its parameter count."""
+    import numpy as np
+    import paddle
+    from paddlenlp.transformers import AutoModelForCausalLM, AutoTokenizer
+
+    paddle.set_device("cpu")
+    try:
+        tok = AutoTokenizer.from_pretrained(str(d))
+    except Exception as e:  # noqa: BLE001 - any tokenizer failure is a bad folder
+        raise ModelFolderError(f"{info['path']}: the tokenizer does not load: {type(e).__name__}: {e}") from None
+    try:
+        model = AutoModelForCausalLM.from_pretrained(str(d), dtype="float32", convert_from_torch=info["format"] == "torch")
+    except Exception as e:  # noqa: BLE001
+        raise ModelFolderError(f"{info['path']}: the weights do not load as {info['architecture']}: "
+                               f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+    vocab = model.get_input_embeddings().weight.shape[0]
+    if len(tok) > vocab:
+        raise ModelFolderError(f"{info['path']}: the tokenizer has {len(tok)} tokens, the embedding only {vocab} rows")
+    return model, sum(int(np.prod(p.shape)) for p in model.parameters())
+
+
+def import_model(folder: str | Path, name: str, link: bool = False, log=print) -> dict:
+    """Check ``folder`` and import it as ``models/NAME``; Hugging Face weights are converted to
+    PaddleNLP's. ``link`` keeps a Paddle folder where it is (a symlink) instead of copying it.
+    Returns the model's info (also written to its studio_model.json)."""
+    t0 = time.perf_counter()
+    out = _check_name(name)
+    report_progress(0.02, "checking the folder")
+    info = inspect(folder)
+    src = Path(info["path"])
+    log(f"{src}: {info['family']} ({info['architecture']}), {info['format']} weights, {info['dtype']}, "
+        f"{info['size_bytes'] / 2**20:,.1f} MiB")
+    if link and info["format"] == "torch":
+        raise ValueError("--link keeps a folder as it is; Hugging Face weights must be converted (import without --link)")
+    workspace.models_dir().mkdir(parents=True, exist_ok=True)
+    tmp = workspace.temp_dir_beside(out)
+    try:
+        stage = tmp / "model"
+        if info["format"] == "torch":
+            # PaddleNLP converts next to the weights it reads (it writes model_state.pdparams there):
+            # convert a copy, then save the model in PaddleNLP's own layout
+            raw = tmp / "raw"
+            _copy(src, raw, info["size_bytes"], [0], 0.05, 0.35)
+            report_progress(0.45, "converting PyTorch weights to Paddle")
+            log("converting PyTorch weights to Paddle (convert_from_torch)")
+            model, params = _load_check(raw, info, log)
+            report_progress(0.8, "saving in PaddleNLP's layout")
+            model.save_pretrained(str(stage), safe_serialization=True)
+            for f in raw.iterdir():
+                if f.is_file() and (f.name in TOKENIZER_FILES or f.name in ("special_tokens_map.json", "added_tokens.json",
+                                                                             "chat_template.json", "generation_config.json")):
+                    if not (stage / f.name).exists() or f.name != "generation_config.json":
+                        shutil.copy2(f, stage / f.name)
+            shutil.rmtree(raw, ignore_errors=True)
+            del model
+        elif link:
+            stage.mkdir()
+            params = info["parameters"]
+        else:
+            _copy(src, stage, info["size_bytes"], [0], 0.05, 0.6)
+            params = info["parameters"]
+            if info["weight_bytes"] <= LOAD_CHECK_BYTES:
+                report_progress(0.7, "loading the weights to check them")
+                _, params = _load_check(stage, info, log)
+            else:
+                log(f"weights not loaded to check them ({info['weight_bytes'] / 2**30:.1f} GiB); names and sizes were read")
+        meta = {"name": name, "family": info["family"], "architecture": info["architecture"], "parameters": params,
+                "dtype": info["dtype"], "imported_from": str(src), "format": info["format"],
+                "converted": info["format"] == "torch", "linked": bool(link), "chat_template": info["chat_template"],
+                "imported": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        report_progress(0.95, "publishing")
+        if link:  # the user's folder is not ours to write: the marker lives beside the link
+            workspace.write_json_atomic(workspace.models_dir() / f".{name}.link.json", meta)
+            os.symlink(src, out)
+        else:
+            workspace.write_json_atomic(stage / workspace.MODEL_MARKER, meta)
+            os.rename(stage, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) if not link else info["size_bytes"]
+    log(f"imported {name}: {params:,} parameters in {time.perf_counter() - t0:.1f} s")
+    return {**meta, "path": str(out), "size_bytes": size, "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def submit(folder: str | Path, name: str, link: bool = False) -> str:
+    """Import as a job (progress on the page); returns the job id. The name is checked at once."""
+    from core import jobs
+
+    out = _check_name(name)
+    args = ["models", "import", str(Path(folder).expanduser()), "--name", name, "--json", *(["--link"] if link else [])]
+    return jobs.submit("import", args, title=f"import {name}", params={"folder": str(folder), "name": name},
+                       outputs=[out])
+
+
+def describe(d: str | Path) -> dict:
+    """What the Models list shows of a workspace model: its marker plus family, size and template."""
+    from core.train.config import family_of_type
+
+    d = Path(d)
+    meta = {}
+    for f in (d.parent / f".{d.name}.link.json", d / workspace.MODEL_MARKER):  # a link: the import, not the target
+        if f.is_file():
+            try:
+                meta = json.loads(f.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                pass
+            break
+    try:
+        cfg = json.loads((d / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        cfg = {}
+    fam = family_of_type(cfg.get("model_type", "")) if cfg else None
+    try:
+        size = sum(f.stat().st_size for f in d.rglob("*") if f.is_file())
+    except OSError:
+        size = None
+    tok = {}
+    try:
+        tok = json.loads((d / "tokenizer_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        pass
+    return {"family": meta.get("family") or (fam or {}).get("family"), "parameters": meta.get("parameters"),
+            "size_bytes": size, "chat_template": bool(tok.get("chat_template")) or (d / "chat_template.json").is_file(),
+            "origin": _origin(meta)}
+
+
+def _origin(meta: dict) -> str:
+    if meta.get("imported_from"):
+        how = "linked" if meta.get("linked") else "converted from PyTorch" if meta.get("converted") else "copied"
+        return f"imported ({how}) from {meta['imported_from']}"
+    if meta.get("random_init"):
+        return "tiny, random weights (demo init --family)"
+    if meta.get("pretrain"):
+        return "demo model"
+    return ""

@@ -1,0 +1,117 @@
+"""Models users bring: `models inspect / import / list`, Hugging Face weights converted, broken
+folders refused with the file and what was expected, nothing left behind."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from core.models import imports
+from tests.conftest import link_demo
+from tests.test_runs import cli
+
+
+@pytest.fixture(scope="module")
+def home(demo_home, tmp_path_factory):
+    return link_demo(tmp_path_factory.mktemp("import") / "ws", demo_home)
+
+
+def _logits(model_dir):
+    import paddle
+    from paddlenlp.transformers import AutoModelForCausalLM
+
+    paddle.set_device("cpu")
+    m = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype="float32")
+    m.eval()
+    ids = paddle.to_tensor([[1, 7, 42, 99, 5, 300, 11, 2], [1, 250, 8, 8, 64, 3, 3, 3]])
+    with paddle.no_grad():
+        out = m(input_ids=ids)
+    out = out[0] if isinstance(out, (tuple, list)) else getattr(out, "logits", out)
+    return out.numpy()
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+def test_hf_folder_converts_to_the_same_logits(home, family):
+    hf = home / "uploads" / f"hf-{family}"
+    r = cli("demo", "init", "--family", family, "--hf", str(hf), "--json", home=home)
+    assert r.returncode == 0, r.stderr[-2000:]
+    r = cli("demo", "init", "--family", family, "--json", home=home)  # the same weights, Paddle layout
+    assert r.returncode == 0, r.stderr[-2000:]
+    info = imports.inspect(hf)
+    assert info["format"] == "torch" and info["family"] == family and info["chat_template"]
+    assert info["parameters"] == json.loads(r.stdout)["parameters"]
+    r = cli("models", "import", str(hf), "--name", f"imported-{family}", "--json", home=home)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout)
+    assert out["converted"] and out["parameters"] == info["parameters"]
+    imported = home / "models" / f"imported-{family}"
+    assert not (hf / "model_state.pdparams").exists()  # the user's folder is untouched
+    assert imports.inspect(imported)["format"] == "paddle"
+    diff = float(np.abs(_logits(imported) - _logits(home / "models" / f"tiny-{family}")).max())
+    print(f"\n{family}: HF -> Paddle conversion, max |logits diff| = {diff:.3g}")
+    assert diff < 1e-4
+    listed = json.loads(cli("models", "list", "--json", home=home).stdout)
+    row = next(m for m in listed if m["name"] == f"imported-{family}")
+    assert row["family"] == family and row["kind"] == "base" and "converted from PyTorch" in row["origin"]
+    assert row["parameters"] == info["parameters"] and row["size_bytes"] > 0
+
+
+def test_paddle_folder_copied_and_linked(home):
+    src = home / "models" / "demo-base"
+    r = cli("models", "import", str(src), "--name", "copy-of-demo", "--json", home=home)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout)["format"] == "paddle"
+    assert (home / "models" / "copy-of-demo" / "model.safetensors").is_file()
+    r = cli("models", "import", str(src), "--name", "linked-demo", "--link", "--json", home=home)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (home / "models" / "linked-demo").is_symlink()
+    text = cli("models", "list", home=home).stdout
+    assert "linked-demo" in text and "imported (linked)" in text and "copy-of-demo" in text
+
+
+def _broken(tmp_path, home, how):
+    d = tmp_path / "broken"
+    shutil.copytree(home / "models" / "demo-base", d)
+    how(d)
+    return d
+
+
+def _write(d, name, text):
+    (d / name).write_text(text, encoding="utf-8")
+
+
+def _truncate(d):
+    f = d / "model.safetensors"
+    f.write_bytes(f.read_bytes()[:-1000])
+
+
+def _shard_index(d):
+    _write(d, "model.safetensors.index.json", json.dumps({"weight_map": {"a": "model-00001-of-00002.safetensors",
+                                                                          "b": "model-00002-of-00002.safetensors"}}))
+
+
+@pytest.mark.parametrize("how,expect", [
+    (lambda d: (d / "config.json").unlink(), "no config.json"),
+    (lambda d: _write(d, "config.json", '{"model_type": "llama",\n  "hidden_size": 128,,\n}'), "config.json: line 2 column"),
+    (lambda d: _write(d, "config.json", '{"model_type": "mamba"}'), "model_type 'mamba' has no family preset"),
+    (lambda d: [(d / f).unlink() for f in ("tokenizer_config.json", "sentencepiece.bpe.model")], "no tokenizer"),
+    (_truncate, "cut short"),
+    (lambda d: (d / "model.safetensors").unlink(), "no weights"),
+    (_shard_index, "missing: model-00001-of-00002.safetensors, model-00002-of-00002.safetensors"),
+])
+def test_broken_folder_is_refused_and_leaves_nothing(home, tmp_path, how, expect):
+    d = _broken(tmp_path, home, how)
+    before = sorted(p.name for p in (home / "models").iterdir())
+    r = cli("models", "import", str(d), "--name", "broken", home=home)
+    assert r.returncode == 2
+    assert expect in r.stderr and "Traceback" not in r.stderr, r.stderr[-1500:]
+    assert sorted(p.name for p in (home / "models").iterdir()) == before  # no model, no temp folder
+
+
+def test_name_taken_and_bad_name(home):
+    r = cli("models", "import", str(home / "models" / "demo-base"), "--name", "demo-base", home=home)
+    assert r.returncode == 2 and "already exists" in r.stderr
+    r = cli("models", "import", str(home / "models" / "demo-base"), "--name", "../escape", home=home)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert not (home / "escape").exists()
