@@ -57,12 +57,12 @@ def cmd_demo_init(a) -> int:
 
     log = (lambda m: sys.stderr.write(m + "\n")) if a.json else print
     if a.family:
-        out = demo.family_model(a.family, seed=a.seed, name=a.name, hf_out=a.hf, log=log)
+        out = demo.family_model(a.family, seed=a.seed, name=a.name, out=a.out, hf=a.hf, log=log)
         if a.json:
             _print_json(out)
         return 0
-    if a.hf or a.name:
-        return _fail("--hf and --name go with --family")
+    if a.hf or a.name or a.out:
+        return _fail("--name, --out and --hf go with --family")
     out = demo.init(seed=a.seed, log=log)
     if a.json:
         _print_json(out)
@@ -543,7 +543,8 @@ def build_parser() -> argparse.ArgumentParser:
     di.add_argument("--seed", type=int, default=1234)
     di.add_argument("--family", help="instead: a tiny random model of this family (presets/models) as models/tiny-FAMILY")
     di.add_argument("--name", help="with --family: the model's name in models/")
-    di.add_argument("--hf", metavar="DIR", help="with --family: write it in Hugging Face's layout to DIR (to try models import)")
+    di.add_argument("--out", metavar="DIR", help="with --family: write it to DIR, outside models/ (to try models import)")
+    di.add_argument("--hf", action="store_true", help="with --out: in Hugging Face's layout (PyTorch names, safetensors)")
     di.add_argument("--json", action="store_true")
     di.set_defaults(func=cmd_demo_init)
 
@@ -565,7 +566,7 @@ def build_parser() -> argparse.ArgumentParser:
     data = sub.add_parser("data", help="datasets").add_subparsers(dest="data_verb", required=True)
     v = data.add_parser("validate", help="check a file or dataset folder line by line")
     v.add_argument("file")
-    v.add_argument("--format", default="auto", choices=["auto", "paddlenlp", "alpaca", "sharegpt", "messages"])
+    v.add_argument("--format", default="auto", choices=["auto", "paddlenlp", "alpaca", "sharegpt", "messages", "text"])
     v.add_argument("--tokenizer", help="tokenizer folder for token-length statistics")
     v.add_argument("--src-length", type=int, default=1024)
     v.add_argument("--max-length", type=int, default=2048)
@@ -577,7 +578,7 @@ def build_parser() -> argparse.ArgumentParser:
     c = data.add_parser("convert", help="alpaca / sharegpt / messages -> src/tgt JSON lines")
     c.add_argument("input")
     c.add_argument("output")
-    c.add_argument("--from", dest="from_format", default="auto", choices=["auto", "paddlenlp", "alpaca", "sharegpt", "messages"])
+    c.add_argument("--from", dest="from_format", default="auto", choices=["auto", "paddlenlp", "alpaca", "sharegpt", "messages", "text"])
     c.add_argument("--strict", action="store_true", help="refuse if any record is bad (default: skip them)")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_data_convert)
@@ -586,7 +587,7 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("file")
     i.add_argument("--name", required=True)
     i.add_argument("--dev-ratio", type=float, default=0.1)
-    i.add_argument("--from", dest="from_format", default="auto", choices=["auto", "paddlenlp", "alpaca", "sharegpt", "messages"])
+    i.add_argument("--from", dest="from_format", default="auto", choices=["auto", "paddlenlp", "alpaca", "sharegpt", "messages", "text"])
     i.add_argument("--seed", type=int, default=42)
     i.add_argument("--skip-bad", action="store_true", help="import the good records, skip the bad ones")
     i.add_argument("--json", action="store_true")

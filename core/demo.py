@@ -609,11 +609,12 @@ def _ensure_dataset(seed: int, log) -> Path:
     return workspace.datasets_dir() / DEMO_DATASET
 
 
-def family_model(family: str, seed: int = 1234, name: str | None = None, hf_out: str | Path | None = None,
-                 log=print) -> dict:
-    """Build ``models/tiny-<family>`` (Paddle format, random weights); with ``hf_out`` write the same
-    weights as a Hugging Face folder there instead (PyTorch names and layouts, written with numpy and
-    safetensors) for ``models import`` to convert. Returns the model's info."""
+def family_model(family: str, seed: int = 1234, name: str | None = None, out: str | Path | None = None,
+                 hf: bool = False, log=print) -> dict:
+    """Build ``models/tiny-<family>`` (Paddle layout, random weights), or write it to the folder
+    ``out`` (outside the workspace's models, to try ``models import``); ``hf`` writes the same
+    weights as Hugging Face does (PyTorch names and layouts, written with numpy and safetensors).
+    Returns the model's info."""
     import numpy as np
     import paddle
     import paddlenlp.transformers as T
@@ -623,12 +624,15 @@ def family_model(family: str, seed: int = 1234, name: str | None = None, hf_out:
     preset = family_preset(family)
     if "tiny" not in preset:
         raise ValueError(f"the {family} preset has no tiny shape")
-    if hf_out and "hf_format" not in preset:
+    if hf and not out:
+        raise ValueError("the Hugging Face layout is for import: say where to write it (--out DIR)")
+    hf_out = out if hf else None
+    if hf and "hf_format" not in preset:
         raise ValueError(f"the {family} preset says nothing about its Hugging Face layout (hf_format)")
     ds = _ensure_dataset(seed, log)
     read = lambda f: [json.loads(l) for l in (ds / f).open(encoding="utf-8")]  # noqa: E731
     train, dev = read("train.json"), read("dev.json")
-    out = Path(hf_out) if hf_out else workspace.models_dir() / (name or FAMILY_PREFIX + family)
+    out = Path(out) if out else workspace.models_dir() / (name or FAMILY_PREFIX + family)
     if out.exists():
         raise FileExistsError(f"{out} already exists")
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -645,6 +649,7 @@ def family_model(family: str, seed: int = 1234, name: str | None = None, hf_out:
         cfg = cls.config_class(vocab_size=len(tok), bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
                                pad_token_id=tok.pad_token_id, **preset["tiny"])
         model = cls(cfg)
+        _revive_zero_linears(model, getattr(cfg, "initializer_range", 0.02))
         model.eval()
         n_params = sum(int(np.prod(p.shape)) for p in model.parameters())
         tmp = scratch / "model"
@@ -656,13 +661,30 @@ def family_model(family: str, seed: int = 1234, name: str | None = None, hf_out:
             shutil.copy2(f, tmp / f.name)
         info = {"name": out.name, "family": family, "architecture": preset["architecture"], "parameters": n_params,
                 "vocab_size": len(tok), "random_init": True, "seed": seed, "demo_version": DEMO_VERSION}
-        if not hf_out:
+        if out.parent == workspace.models_dir():
             workspace.write_json_atomic(tmp / workspace.MODEL_MARKER, info)
         os.rename(tmp, out)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     log(f"{out}: tiny {preset['architecture']}, {n_params:,} parameters" + (" (Hugging Face layout)" if hf_out else ""))
     return {**info, "path": str(out)}
+
+
+def _revive_zero_linears(model, std: float) -> int:
+    """Give random weights to every linear layer initialised to all zeros. PaddleNLP 3.0.0b4's
+    BloomPreTrainedModel._init_weights zeroes the *weight* of every nn.Linear that has a bias
+    (instead of the bias), which leaves a random-init Bloom dead: no gradient reaches LoRA."""
+    import paddle
+    import paddle.nn as nn
+
+    n = 0
+    for layer in model.sublayers():
+        if isinstance(layer, nn.Linear) and not bool(layer.weight.abs().max() > 0):
+            layer.weight.set_value(paddle.normal(0.0, std, layer.weight.shape).astype(layer.weight.dtype))
+            if layer.bias is not None:
+                layer.bias.set_value(paddle.zeros_like(layer.bias))
+            n += 1
+    return n
 
 
 def _write_hf(model, preset: dict, out: Path) -> None:
@@ -688,3 +710,23 @@ def _write_hf(model, preset: dict, out: Path) -> None:
         cfg.pop(k, None)
     cfg.update(architectures=[preset["architecture"]], torch_dtype="float32", transformers_version="4.44.0")
     workspace.write_json_atomic(out / "config.json", cfg)
+
+
+def text_corpus(seed: int, n: int) -> list[str]:
+    """Raw text for continued pretraining, in a register the demo model never saw: short zh and en
+    descriptions of where coloured things are ("The red apple is next to the blue cup.")."""
+    rng = random.Random(seed)
+    places_en = ["next to", "under", "behind", "in front of", "on"]
+    places_zh = ["旁边", "下面", "后面", "前面", "上面"]
+    nouns = list(ZH_EN_NOUNS.items())
+    colors = list(ZH_EN_COLORS.items())
+    out = []
+    for _ in range(n):
+        (zn1, en1), (zn2, en2) = rng.sample(nouns, 2)
+        (zc1, ec1), (zc2, ec2) = rng.choice(colors), rng.choice(colors)
+        k = rng.randrange(len(places_en))
+        if rng.random() < 0.5:
+            out.append(f"The {ec1} {en1} is {places_en[k]} the {ec2} {en2}.")
+        else:
+            out.append(f"{zc1}的{zn1}在{zc2}的{zn2}{places_zh[k]}。")
+    return out

@@ -168,6 +168,7 @@ def build_app(lang: str = "en") -> gr.Blocks:
     from studio.tabs.dataset import build_dataset_tab
     from studio.tabs.jobs import build_jobs_tab
     from studio.tabs.merge import build_merge_tab
+    from studio.tabs.models import build_models_tab
     from studio.tabs.quantize import build_quantize_tab
     from studio.tabs.runs import build_runs_tab
     from studio.tabs.train import build_train_tab
@@ -187,6 +188,7 @@ def build_app(lang: str = "en") -> gr.Blocks:
         ctx.on_load.append((lambda lg: gr.update(**demo_banner(lg)), [lang_radio], [demo_line]))
         with gr.Tabs(elem_id="studio-tabs") as ctx.tabs:
             build_dataset_tab(ctx)
+            build_models_tab(ctx)
             started = build_train_tab(ctx)
             build_runs_tab(ctx, started)
             build_merge_tab(ctx)

@@ -34,7 +34,7 @@ def _logits(model_dir):
 @pytest.mark.parametrize("family", ["llama", "qwen2"])
 def test_hf_folder_converts_to_the_same_logits(home, family):
     hf = home / "uploads" / f"hf-{family}"
-    r = cli("demo", "init", "--family", family, "--hf", str(hf), "--json", home=home)
+    r = cli("demo", "init", "--family", family, "--out", str(hf), "--hf", "--json", home=home)
     assert r.returncode == 0, r.stderr[-2000:]
     r = cli("demo", "init", "--family", family, "--json", home=home)  # the same weights, Paddle layout
     assert r.returncode == 0, r.stderr[-2000:]

@@ -26,7 +26,8 @@ from typing import Iterator
 
 from core import workspace
 
-FORMATS = ("paddlenlp", "alpaca", "sharegpt", "messages")
+# text: raw text for continued pretraining ({"text": ...} lines, or a .txt file: one document per line)
+FORMATS = ("paddlenlp", "alpaca", "sharegpt", "messages", "text")
 MAX_LINE_BYTES = 1_000_000
 MAX_ERRORS = 50
 BOM = b"\xef\xbb\xbf"
@@ -314,11 +315,30 @@ def _pack(src: list[str], tgt: list[str], system: str | None) -> dict:
 _CONVERTERS = {"alpaca": _from_alpaca, "sharegpt": _from_sharegpt, "messages": _from_messages}
 
 
+def check_text_record(rec) -> list[RecordError]:
+    """Problems of one raw-text record ({"text": a non-blank string})."""
+    if not isinstance(rec, dict):
+        return [RecordError("", "not_object", got=type(rec).__name__)]
+    if "text" not in rec:
+        return [RecordError("text", "missing_field")]
+    if not isinstance(rec["text"], str):
+        return [RecordError("text", "wrong_type", expected="a string", got=type(rec["text"]).__name__)]
+    if _is_blank(rec["text"]):
+        return [RecordError("text", "empty_text")]
+    return []
+
+
+def is_text_dataset(records: list[dict]) -> bool:
+    return bool(records) and "text" in records[0] and "src" not in records[0]
+
+
 def detect_record_format(rec) -> str | None:
     if not isinstance(rec, dict):
         return None
     if "src" in rec or "tgt" in rec:
         return "paddlenlp"
+    if isinstance(rec.get("text"), str):
+        return "text"
     if "messages" in rec:
         return "messages"
     if "conversations" in rec:
@@ -330,6 +350,11 @@ def detect_record_format(rec) -> str | None:
 
 def to_src_tgt(rec, fmt: str) -> dict:
     """Convert one parsed record of ``fmt`` to a checked PaddleNLP record; raises RecordError."""
+    if fmt == "text":
+        problems = check_text_record(rec)
+        if problems:
+            raise problems[0]
+        return {"text": rec["text"]}
     if fmt != "paddlenlp":
         if not isinstance(rec, dict):
             raise RecordError("", "not_object", got=type(rec).__name__)
@@ -364,6 +389,9 @@ def _iter_parsed(path: Path, max_line_bytes: int, problems: list):
     keyed (line it starts on, "[index]").
     """
     fname = str(path)
+    if path.suffix.lower() == ".txt":
+        yield from _text_lines(path, problems)
+        return
     if _is_json_array(path):
         size = path.stat().st_size
         if size > MAX_ARRAY_BYTES:
@@ -435,6 +463,21 @@ def _iter_parsed(path: Path, max_line_bytes: int, problems: list):
                 problems.append((number, "", "lone_surrogate", {}))
                 continue
             yield number, value
+
+
+def _text_lines(path: Path, problems: list):
+    """A plain text file: one document per non-blank line, as {"text": line}."""
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            if number == 1 and raw.startswith(BOM):
+                raw = raw[3:]
+            try:
+                text = raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as e:
+                problems.append((number, "", "not_utf8", {"position": e.start + 1}))
+                continue
+            if text.strip():
+                yield number, {"text": text}
 
 
 def _has_surrogate(value) -> bool:
@@ -565,6 +608,8 @@ class Report:
 def detect_format(path: str | Path, max_line_bytes: int = MAX_LINE_BYTES, probe: int = 20) -> str | None:
     """Guess the format from the first parseable records of a file or folder."""
     files = [f for fs in resolve_files(path).values() for f in fs]
+    if files and all(f.suffix.lower() == ".txt" for f in files):
+        return "text"
     scratch: list = []
     for f in files:
         for n, (_, value) in enumerate(_iter_parsed(f, max_line_bytes, scratch)):
@@ -594,7 +639,7 @@ def validate(
     hashes = array("q")  # one hash per good record, for duplicate counting at the end
     lines = array("q")  # the line of each hash (0 for a JSON-array item)
     file_starts = []  # index into hashes where each file begins
-    convert = None if fmt == "paddlenlp" else _CONVERTERS[fmt]
+    convert = None if fmt in ("paddlenlp", "text") else _CONVERTERS[fmt]
 
     def add(fname, line, fld, code, params):
         rep.by_code[code] = rep.by_code.get(code, 0) + 1
@@ -621,6 +666,18 @@ def validate(
                     add(fname, *lp)
                 flushed = len(line_problems)
             rep.records += 1
+            if fmt == "text":
+                errs = check_text_record(value)
+                line, prefix = _where(key)
+                if errs:
+                    rep.bad += 1
+                    for e in errs:
+                        add(fname, line, _join_field(prefix, e.field), e.code, e.params)
+                else:
+                    rep.good += 1
+                    hashes.append(hash(value["text"]))
+                    lines.append(line or 0)
+                continue
             # fast path: a plain single-turn record with two non-blank strings
             if convert is None and type(value) is dict:
                 src = value.get("src")

@@ -192,3 +192,21 @@ def build_example(tokenizer, template: str | None, rec: dict, src_length: int, m
     if len(ids) < 2 or all(x == IGNORE for x in labels[1:]):
         return None
     return {"input_ids": ids[:-1], "labels": labels[1:]}
+
+
+def text_blocks(tokenizer, texts: list[str], max_length: int) -> list[dict]:
+    """Continued pretraining on raw text: every document as BOS + text + EOS, all of them joined
+    and cut into blocks of ``max_length`` tokens; every token is a target (labels are the next
+    token, shifted left by one as build_example's are). The last, shorter block is kept."""
+    bos = [tokenizer.bos_token_id] if getattr(tokenizer, "bos_token_id", None) is not None else []
+    eos = [tokenizer.eos_token_id] if getattr(tokenizer, "eos_token_id", None) is not None else []
+    stream: list[int] = []
+    for text in texts:
+        stream += bos + _ids(tokenizer, text) + eos
+    out = []
+    for start in range(0, max(len(stream) - 1, 0), max_length):
+        window = stream[start:start + max_length + 1]
+        if len(window) < 2:
+            break
+        out.append({"input_ids": window[:-1], "labels": window[1:]})
+    return out

@@ -80,7 +80,12 @@ def loss_and_accuracy(model, tokenizer, template, records, src_length=1024, max_
     import paddle
     import paddle.nn.functional as F
 
-    exs = [e for e in (templates.build_example(tokenizer, template, r, src_length, max_length) for r in records) if e]
+    from core.data import datasets
+
+    if datasets.is_text_dataset(records):  # raw text: every token of max_length blocks, as pretraining sees it
+        exs = templates.text_blocks(tokenizer, [r["text"] for r in records], max_length)
+    else:
+        exs = [e for e in (templates.build_example(tokenizer, template, r, src_length, max_length) for r in records) if e]
     pad = tokenizer.pad_token_id
     total_loss = 0.0
     total_tok = correct = 0
@@ -95,7 +100,7 @@ def loss_and_accuracy(model, tokenizer, template, records, src_length=1024, max_
                 m = len(e["input_ids"])
                 ids[k, :m], lab[k, :m], att[k, :m] = e["input_ids"], e["labels"], 1
             out = model(input_ids=paddle.to_tensor(ids), attention_mask=paddle.to_tensor(att))
-            logits = out[0] if isinstance(out, (tuple, list)) else out.logits
+            logits = loading.logits_of(out)
             logits = logits.astype("float32")
             labels = paddle.to_tensor(lab)
             mask = labels != templates.IGNORE
@@ -155,7 +160,8 @@ def evaluate(model_dir=None, adapter_dir=None, data=None, limit: int | None = No
     path = Path(data)
     if path.is_dir():
         path = datasets.resolve_files(path).get("dev", [None])[0] or path
-    records = list(datasets.iter_records(path, "paddlenlp"))
+    fmt = "text" if datasets.detect_format(path) == "text" else "paddlenlp"
+    records = list(datasets.iter_records(path, fmt))
     if limit:
         records = records[:limit]
     if not records:
@@ -164,7 +170,7 @@ def evaluate(model_dir=None, adapter_dir=None, data=None, limit: int | None = No
     res = {"model": str(model_dir) if model_dir else None, "adapter": str(adapter_dir) if adapter_dir else None,
            "data": str(path), "records": len(records)}
     res.update(loss_and_accuracy(model, tok, tpl, records, src_length, max_length))
-    if with_generation:
+    if with_generation and fmt != "text":  # raw text has no questions to answer
         convs, refs = [], []
         for r in records:
             msgs = templates.messages_of(r)

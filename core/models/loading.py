@@ -21,6 +21,14 @@ ADAPTER_FILES = {
 }
 
 
+def logits_of(out):
+    """The logits of a causal LM's forward, whatever it returns (an output object, a tuple, or, as
+    PaddleNLP's GPT and OPT do without labels, the logits tensor itself)."""
+    if isinstance(out, (tuple, list)):
+        return out[0]
+    return getattr(out, "logits", out)
+
+
 def adapter_kind(path: str | Path) -> str | None:
     for f, kind in ADAPTER_FILES.items():
         if (Path(path) / f).is_file():
@@ -153,10 +161,13 @@ def load_quantized(model_dir, kernel: str = "auto"):
                 state[f"{n}.weight"] = dequant(unpack(qw, k, nout, bits), scale, group)
         if f"{n}.bias" in state and lin.bias is None:
             lin.bias = lin.create_parameter(shape=[nout], dtype="float32", is_bias=True)
+    own = model.state_dict()
     for key in marker.get("norm_bias", []):
+        if key in own:  # the norm's own bias (LayerNorm families): loaded with the other weights
+            continue
         norm = layers[key[: -len(".bias")]]
         _set_norm_bias(norm, paddle.to_tensor(state.pop(key).astype(np.float32)))
-    missing = [k for k in model.state_dict() if k not in state and not k.endswith(".studio_bias")
+    missing = [k for k in own if k not in state and not k.endswith(".studio_bias")
                and k.rsplit(".", 1)[0] not in gpu_layers]
     if missing:
         raise ValueError(f"{model_dir}: weights missing for {missing[:3]}")

@@ -32,7 +32,7 @@ def _logits(model, batch):
 
     with paddle.no_grad():
         out = model(input_ids=batch, attention_mask=paddle.ones_like(batch))
-    return (out[0] if isinstance(out, (tuple, list)) else out.logits).astype("float32")
+    return loading.logits_of(out).astype("float32")
 
 
 def _fold_mora(model) -> None:

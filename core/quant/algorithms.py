@@ -128,8 +128,9 @@ def rtn(w, bits: int, group_size: int = -1):
             raise ValueError(f"group size {group_size} does not divide the input dimension {k}")
         scale = np.abs(w.reshape(k // group_size, group_size, n)).max(1) / qmax
         full = np.repeat(scale, group_size, 0)
-    scale = np.where(scale == 0, 1e-8, scale).astype(np.float16).astype(np.float32)  # stored as fp16
-    full = np.where(full == 0, 1e-8, full).astype(np.float16).astype(np.float32)
+    # stored as fp16: an all-zero column gets a scale fp16 can hold (1e-8 would round to 0, and 0/0)
+    scale = np.where(scale == 0, 1e-7, scale).astype(np.float16).astype(np.float32)
+    full = np.where(full == 0, 1e-7, full).astype(np.float16).astype(np.float32)
     codes = np.clip(np.round(w / full), -qmax, qmax).astype(np.int64)
     return codes, scale
 
@@ -187,10 +188,15 @@ def _parent(model, name):
 
 
 def target_linears(model) -> list[str]:
-    """Every nn.Linear in the decoder layers (the LM head and embeddings stay in full precision)."""
+    """Every nn.Linear in the repeated decoder blocks (``layers.3.``, ``h.3.``: a numbered segment
+    of its name, whatever the family calls its blocks); the LM head and embeddings stay in full
+    precision."""
+    import re
+
     import paddle.nn as nn
 
-    return [n for n, l in model.named_sublayers() if isinstance(l, nn.Linear) and ".layers." in f".{n}"]
+    block = re.compile(r"\.\d+\.")
+    return [n for n, l in model.named_sublayers() if isinstance(l, nn.Linear) and block.search(f".{n}")]
 
 
 def _collect_inputs(model, names, batches, max_rows: int = 2048):
@@ -215,9 +221,15 @@ def _collect_inputs(model, names, batches, max_rows: int = 2048):
     finally:
         for h in hooks:
             h.remove()
+    def real_rows(x, m):
+        # [batch, seq, in] for most families; ChatGLM's layers run sequence-first, [seq, batch, in]
+        if x.shape[:2] != m.shape and x.shape[:2] == m.shape[::-1]:
+            x = x.swapaxes(0, 1)
+        return x[m]
+
     out = {}
     for n in names:
-        rows = np.concatenate([x[m] for x, m in zip(got[n], masks)], 0)
+        rows = np.concatenate([real_rows(x, m) for x, m in zip(got[n], masks)], 0)
         out[n] = rows[:max_rows]
     return out
 

@@ -259,6 +259,9 @@ MESSAGES = {
     "no_train_file": "{field}: {path} has no train.json",
     "no_dev_file": "evaluation is on but {path} has no dev.json",
     "not_a_model": "{field}: {path} has no config.json",
+    "no_family": "{field}: model_type {model_type!r} has no family preset (presets/models); supported: {known}",
+    "text_needs_pretrain": "{path} holds raw text (no questions and answers): train it with the pretrain method",
+    "prefix_unsupported": "prefix tuning does not work with {family} models: {why}",
     "hub_id": ("{field}: {path} is a model hub id, not a folder here: the studio trains from a local folder "
                "(nothing is downloaded at run time). Fetch it on a machine with internet, e.g. "
                "`huggingface-cli download {path} --local-dir DIR` or PaddleNLP's "
@@ -319,6 +322,18 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
         add("hub_id" if looks_like_hub_id(model_dir) else "path_missing", "model.model_name_or_path", path=model_dir)
     elif not (Path(model_dir) / "config.json").is_file():
         add("not_a_model", "model.model_name_or_path", path=model_dir)
+    else:
+        try:
+            mtype = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8")).get("model_type", "")
+        except (OSError, ValueError, AttributeError):
+            mtype = ""
+        fam = family_of_type(mtype)
+        if fam is None:
+            add("no_family", "model.model_name_or_path", model_type=mtype,
+                known=", ".join(sorted(t for f in family_presets().values() for t in f["model_types"])))
+        elif m.method == "prefix" and fam.get("prefix") is not True:
+            add("prefix_unsupported", "method.method", family=fam["family"],
+                why=(fam.get("prefix") or {}).get("unsupported", "not supported"))
     ds = d.dataset_name_or_path
     if not ds:
         add("required", "data.dataset_name_or_path")
@@ -331,6 +346,15 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
         has_dev = (dev.is_file() and dev.stat().st_size > 0) or (Path(ds) / "dev").is_dir()
         if tr.evaluation_strategy != "no" and not has_dev:
             add("no_dev_file", "training.evaluation_strategy", path=ds)
+        if m.method != "pretrain" and (Path(ds) / "train.json").is_file():
+            from core.data import datasets
+
+            try:
+                text = datasets.detect_format(ds) == "text"
+            except Exception:  # noqa: BLE001 - an unreadable dataset is the run's to report
+                text = False
+            if text:
+                add("text_needs_pretrain", "method.method", path=ds)
 
     def positive(sec, name, value, integer=True):
         if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0 or (integer and int(value) != value):

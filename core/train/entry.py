@@ -48,16 +48,21 @@ def load_split(dataset_dir: str, split: str) -> list[dict]:
 
     d = Path(dataset_dir)
     files = datasets.resolve_files(d).get(split, [])
+    fmt = "text" if datasets.detect_format(d) == "text" else "paddlenlp"
     out = []
     for f in files:
         if f.stat().st_size:
-            out.extend(datasets.iter_records(f, "paddlenlp"))
+            out.extend(datasets.iter_records(f, fmt))
     return out
 
 
 def build_dataset(tokenizer, template, records, data_args, mask_prompt=True):
     from paddlenlp.datasets import MapDataset
 
+    from core.data import datasets
+
+    if datasets.is_text_dataset(records):  # raw text: packed blocks of max_length, loss on every token
+        return MapDataset(templates.text_blocks(tokenizer, [r["text"] for r in records], data_args.max_length))
     examples = []
     for rec in records:
         ex = templates.build_example(tokenizer, template, rec, data_args.src_length, data_args.max_length, mask_prompt)
@@ -444,7 +449,14 @@ def main(argv: list[str]) -> int:
 
     phase("data")
     family = model_family(model_args.model_name_or_path)
-    model = AutoModelForCausalLM.from_pretrained(model_args.model_name_or_path, dtype="float32")
+    from paddlenlp.transformers import AutoConfig
+
+    model_config = AutoConfig.from_pretrained(model_args.model_name_or_path)
+    if getattr(model_config, "ignore_index", -100) != -100:
+        # every label the studio (and upstream's data code) writes marks "no loss" with -100; GPT's
+        # config defaults to 0, and its loss then refuses -100 labels (a real token id 0 would be lost)
+        model_config.ignore_index = -100
+    model = AutoModelForCausalLM.from_pretrained(model_args.model_name_or_path, config=model_config, dtype="float32")
     if model_args.neftune:
         add_neftune(model, model_args.neftune_noise_alpha)
     model = apply_method(model, model_args, flat, family)

@@ -1,0 +1,111 @@
+"""Models tab: every model in the workspace (family, parameters, size, chat template, where it came
+from), and a folder the user already has checked and imported (a job with a progress bar; PyTorch
+weights converted). The table follows the workspace: an import, a merge or a quantized model shows
+up without a reload, and every other tab offers it at once.
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from core import catalog, jobs
+from core.models import imports
+from studio.charts import html_table
+from studio.jobview import JobPanel
+from studio.locales import refusal, t
+
+
+def _count(n) -> str:
+    if not n:
+        return ""
+    for div, unit in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if n >= div:
+            return f"{n / div:.3g} {unit}"
+    return str(n)
+
+
+def _size(n) -> str:
+    if n is None:
+        return ""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.3g} {unit}" if unit != "B" else f"{n} B"
+        n /= 1024
+
+
+def models_table(lang: str) -> str:
+    rows = [[m["name"], t(f"models.kind_{m['kind']}", lang), m["family"] or "?", _count(m["parameters"]),
+             _size(m["size_bytes"]), t("models.yes", lang) if m["chat_template"] else t("models.no", lang), m["origin"]]
+            for m in catalog.model_rows()]
+    cols = [t(f"models.col_{c}", lang) for c in ("name", "kind", "family", "params", "size", "template", "origin")]
+    return html_table(cols, rows, elem_id="models-table", empty=t("models.empty", lang))
+
+
+def inspect_report(info: dict, lang: str) -> str:
+    return t("models.report", lang, path=info["path"], family=info["family"], arch=info["architecture"],
+             fmt=t(f"models.format_{info['format']}", lang), files=", ".join(info["weights"]),
+             params=_count(info["parameters"]) or "?", dtype=info["dtype"], size=_size(info["size_bytes"]),
+             tok=info["tokenizer"], template=t("models.yes", lang) if info["chat_template"] else t("models.no", lang))
+
+
+def import_result(info: dict, lang: str) -> list:
+    res = info.get("result")
+    if not res:
+        return [gr.skip()]
+    return [t("models.imported", lang, name=res["name"], params=_count(res["parameters"]), secs=res["seconds"],
+              how=t("models.converted", lang) if res["converted"] else "")]
+
+
+def build_models_tab(ctx):
+    tr = ctx.tr
+    with tr(gr.Tab(ctx.text("models.tab"), id="models", elem_id="tab-models"), "models.tab") as tab:
+        ctx.heading("models.list")
+        table = gr.HTML(models_table(ctx.initial_lang), elem_id="models-box")
+        ctx.heading("models.import")
+        with gr.Row():
+            folder = tr(gr.Textbox(label=ctx.text("models.folder"), placeholder="/data/Qwen2-0.5B", elem_id="models-folder",
+                                   scale=3), "models.folder")
+            name = tr(gr.Textbox(label=ctx.text("models.name"), elem_id="models-name", scale=2), "models.name")
+            link = tr(gr.Checkbox(False, label=ctx.text("models.link"), elem_id="models-link"), "models.link")
+        with gr.Row():
+            inspect_btn = tr(gr.Button(ctx.text("models.inspect"), elem_id="models-inspect"), "models.inspect", "value")
+            import_btn = tr(gr.Button(ctx.text("models.import_btn"), variant="primary", elem_id="models-import"),
+                            "models.import_btn", "value")
+        report = gr.Markdown(elem_id="models-report")
+        done = gr.Markdown(elem_id="models-imported")
+        panel = JobPanel(ctx, "import", "import", [done], import_result)
+        started = gr.State(None)
+    lang = ctx.lang
+
+    def check(path, lg):
+        if not (path or "").strip():
+            return t("models.folder_first", lg)
+        try:
+            return inspect_report(imports.inspect(path.strip()), lg)
+        except (OSError, ValueError) as e:
+            return t("error.prefix", lg) + str(e)
+
+    def suggest(path):
+        from pathlib import Path
+
+        return Path(path.strip().rstrip("/")).name[:60] if (path or "").strip() else gr.skip()
+
+    def start(path, nm, lk, lg):
+        path, nm = (path or "").strip(), (nm or "").strip()
+        if not path:
+            return t("models.folder_first", lg), None
+        try:
+            info = imports.inspect(path)  # the folder's problems at once, not in a failed job
+            return inspect_report(info, lg), imports.submit(path, nm, link=bool(lk))
+        except jobs.Refused as e:
+            return t("error.prefix", lg) + refusal(e, lg), None
+        except (OSError, ValueError) as e:
+            return t("error.prefix", lg) + str(e), None
+
+    folder.submit(check, inputs=[folder, lang], outputs=report)
+    folder.blur(suggest, inputs=folder, outputs=name, show_progress="hidden")
+    inspect_btn.click(check, inputs=[folder, lang], outputs=report)
+    import_btn.click(start, inputs=[folder, name, link, lang], outputs=[report, started]).then(
+        panel.follow, inputs=[started, lang], outputs=[panel.job, *panel.outputs])
+    ctx.picker(tab, lambda lg: models_table(lg), [lang], [table])
+    ctx.relocalize.append((lambda lg: models_table(lg), [lang], [table]))
