@@ -519,6 +519,7 @@ TEXT.update({
     "jobs.kind_eval": {"en": "evaluate", "zh": "评估"},
     "jobs.kind_serve": {"en": "chat worker", "zh": "对话服务"},
     "jobs.kind_demo": {"en": "demo build", "zh": "构建示例"},
+    "jobs.kind_import": {"en": "model import", "zh": "导入模型"},
     "jobs.kind_data": {"en": "data", "zh": "数据"},
     "jobs.build_demo": {"en": "Build the demo workspace", "zh": "构建示例工作区"},
     "demo.building": {"en": "**Building the demo workspace** (job `{id}`, {pct}): {what}. The Train, Merge, Chat and Quantize tabs offer the demo dataset and `demo-base` as soon as they are ready; nothing needs a reload.",
