@@ -174,6 +174,7 @@ def build_app(lang: str = "en") -> gr.Blocks:
     from studio.tabs.train import build_train_tab
 
     with gr.Blocks(title=t("app.title", lang)) as demo:
+        progress_sink = gr.Timer(3600, active=False)  # first in the page: found at once (see quiet_progress)
         with gr.Row():
             header = gr.Markdown(_header(lang), elem_id="studio-header")
             lang_radio = gr.Radio(
@@ -182,10 +183,10 @@ def build_app(lang: str = "en") -> gr.Blocks:
         ctx = Ctx(lang=lang_radio, initial_lang=lang)
         ctx.tr(lang_radio, "app.language")
         demo_line = gr.Markdown(**demo_banner(lang), elem_id="demo-banner")
-        ctx.watch(2.0, lambda: _demo_signature(), [], lambda lg: gr.update(**demo_banner(lg)), [lang_radio], [demo_line],
-                  gated=False)
+        # refreshed with the pickers (one timer for both: every tick of any event costs the page a
+        # walk of its loading statuses), on page load and after a language switch
+        ctx.pickers.append((lambda lg: gr.update(**demo_banner(lg)), [lang_radio], [demo_line]))
         ctx.relocalize.append((lambda lg: gr.update(**demo_banner(lg)), [lang_radio], [demo_line]))
-        ctx.on_load.append((lambda lg: gr.update(**demo_banner(lg)), [lang_radio], [demo_line]))
         with gr.Tabs(elem_id="studio-tabs") as ctx.tabs:
             build_dataset_tab(ctx)
             build_models_tab(ctx)
@@ -213,7 +214,20 @@ def build_app(lang: str = "en") -> gr.Blocks:
         for fn, inputs, outputs in ctx.on_load:
             demo.load(fn, inputs=inputs, outputs=outputs, show_progress="hidden")
         demo.load(None, inputs=None, outputs=None, js=mount_tabs_js(ctx))
+        quiet_progress(demo, progress_sink)
     return demo
+
+
+def quiet_progress(demo: gr.Blocks, sink) -> None:
+    """Events that show no progress report it on ``sink`` (a timer that never ticks) instead of on
+    their outputs. Gradio 6.17's page keeps a loading status for every component that was ever an
+    event's output (or input: added when an event completes), and each status message of any event
+    (3-4 per event) looks each of them up by a walk of the component tree and re-renders it: ~40 %
+    of the renderer's script time while a run was watched. The sink, first in the tree, replaces
+    the outputs; inputs still count (the Train form's 53 after page load)."""
+    for fn in demo.fns.values():
+        if fn.show_progress == "hidden" and fn.show_progress_on is None:
+            fn.show_progress_on = [sink]
 
 
 def mount_tabs_js(ctx: Ctx) -> str:
@@ -240,7 +254,7 @@ def mount_tabs_js(ctx: Ctx) -> str:
             " window.__studioTabsMounted = true; } }")
 
 
-WATCH_TICK = 5.0  # the page refreshes its pickers on tab select and after actions too; this only catches the CLI and finishing jobs
+WATCH_TICK = 5.0  # the page refreshes its pickers on tab select and after actions too; this only catches the CLI, finishing jobs and the demo banner
 
 
 def gate_timers(ctx: Ctx) -> None:
@@ -304,8 +318,59 @@ def watch_pickers(ctx: Ctx) -> None:
             return [keys, *fresh]
         return [keys, *(gr.skip() if k == s_ else u for u, k, s_ in zip(fresh, keys, last))]
 
-    ctx.watch(WATCH_TICK, lambda: catalog.signature(), [], refresh, [sent, *inputs], [sent, *outputs], gated=False)
+    ctx.watch(WATCH_TICK, lambda: (catalog.signature(), _demo_signature()), [], refresh, [sent, *inputs], [sent, *outputs],
+              gated=False, direct=True)
     ctx.on_load.append((lambda last, *v: refresh(last, *v, force=True), [sent, *inputs], [sent, *outputs]))
+
+
+# Gradio 6.17's StatusTracker counts a pending event's elapsed time in a requestAnimationFrame loop
+# (60 callbacks a second, hidden progress or not) that only stops when the tracker sees its status
+# leave "pending"; the page's own loading tracker is removed while still pending, so its loop runs
+# for as long as the page is open: ~60 frames a second of main-thread, compositor and display work
+# on an idle page. Such loops (a short callback that reads performance.now() and calls itself
+# again) get a frame every 0.25 s instead; the elapsed time a shown tracker prints (tenths of a
+# second) still moves. Installed before Gradio's modules load: they keep their own reference to
+# requestAnimationFrame, so a later wrapper (Blocks' head=) is never called.
+RAF_GUARD_JS = (
+    "(() => { const raf = window.requestAnimationFrame.bind(window); const src = Function.prototype.toString;"
+    " const elapsed = /^\\(\\)\\s*=>\\s*\\{.*performance\\.now\\(\\).*&&\\s*[\\w$]+\\(\\)\\s*;?\\s*\\}$/s;"
+    " window.requestAnimationFrame = function (cb) { let s = ''; try { s = src.call(cb); } catch (e) {}"
+    " if (s.length < 160 && elapsed.test(s)) { setTimeout(() => raf(cb), 250); return 0; } return raf(cb); }; })();"
+)
+
+
+class EarlyScript:
+    """ASGI middleware: puts ``script`` first in the <head> of every HTML page the app serves."""
+
+    def __init__(self, app, script: str):
+        self.app, self.tag = app, f"<script>{script}</script>".encode()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope.get("method") not in ("GET", "HEAD"):
+            return await self.app(scope, receive, send)
+        start, chunks = None, []
+
+        async def wrapped(message):
+            nonlocal start
+            if message["type"] == "http.response.start":
+                headers = dict(message.get("headers") or [])
+                if not headers.get(b"content-type", b"").startswith(b"text/html") or headers.get(b"content-encoding"):
+                    start = False
+                    return await send(message)
+                start = message
+                return None
+            if message["type"] != "http.response.body" or start is False:
+                return await send(message)
+            chunks.append(message.get("body", b""))
+            if message.get("more_body"):
+                return None
+            body = b"".join(chunks).replace(b"<head>", b"<head>" + self.tag, 1)
+            headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
+            headers.append((b"content-length", str(len(body)).encode()))
+            await send({**start, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+
+        await self.app(scope, receive, wrapped)
 
 
 def check_bind(host: str, auth: str | None) -> tuple[str, str] | None:
@@ -417,6 +482,8 @@ def main(host: str = "127.0.0.1", port: int = 7860, auth: str | None = None, lan
     if demo:
         start_demo()
     keep_reconciling()
+    from starlette.middleware import Middleware
+
     app = build_app(lang)
     app.queue(default_concurrency_limit=4)
     forget_finished_events(app)
@@ -430,5 +497,6 @@ def main(host: str = "127.0.0.1", port: int = 7860, auth: str | None = None, lan
         allowed_paths=[str(workspace.home())],
         quiet=False,
         ssr_mode=False,
+        app_kwargs={"middleware": [Middleware(EarlyScript, script=RAF_GUARD_JS)]},
     )
     return 0

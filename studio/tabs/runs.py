@@ -2,7 +2,7 @@
 Stop / Resume / Continue, config and command; a second run overlaid with a config diff.
 
 Everything shown is read from the run directories, so a reload, a second browser or a studio
-restart shows the same thing. A 0.5 s probe looks at the run's file sizes and pushes an
+restart shows the same thing. A probe every 2 s (TICK) looks at the run's file sizes and pushes an
 update only when something changed (new metrics lines, a new status, log growth); otherwise
 it sends nothing.
 """
@@ -19,9 +19,9 @@ from core.train import runs
 from studio.charts import html_table, line_figure, num
 from studio.locales import t
 
-TICK = 1.0
+TICK = 2.0
 FIGURE_EVERY = 3.0  # seconds between two redraws of a training run's charts
-LIST_TICK = 3.0
+LIST_TICK = 6.0
 
 
 def runs_table(lang: str) -> str:
@@ -329,7 +329,7 @@ def build_runs_tab(ctx, started):
 
     ctx.watch(TICK, probe, [pick, compare], tick, [pick, compare, view, lang, log_y], outs, parts=run_watch, direct=True)
     ctx.watch(LIST_TICK, list_signature, [], list_tick, [lang, list_sig, pick, compare], [table, list_sig, pick, compare],
-              parts=list_watch)
+              parts=list_watch, direct=True)
     for c in (pick, compare, log_y):
         c.change(select, inputs=[pick, compare, lang, log_y], outputs=outs, show_progress="hidden")
     refresh.click(lists, inputs=[lang, pick, compare], outputs=[table, list_sig, pick, compare])
