@@ -255,6 +255,14 @@ TEXT: dict[str, dict[str, str]] = {
                                   "zh": "{path} 是纯文本（没有问答）：请用 pretrain（继续预训练）方法训练"},
     "check.prefix_unsupported": {"en": "prefix tuning does not work with {family} models: {why}",
                                  "zh": "{family} 系列模型不支持前缀微调：{why}"},
+    "check.reft_unsupported": {"en": "ReFT does not work with {family} models: {why}",
+                               "zh": "{family} 系列模型不支持 ReFT：{why}"},
+    "check.reft_with_packing": {"en": "ReFT edits each prompt's own first and last tokens: turn zero_padding (packing) off",
+                                "zh": "ReFT 作用于每条提示自己的首尾 token：请关闭 zero_padding（拼接）"},
+    "check.reft_one_process": {
+        "en": "ReFT trains in one process here ({world} asked): its interventions are not sublayers of the model, "
+              "so data-parallel gradient sync would miss them; set nproc to 1",
+        "zh": "ReFT 在此只用一个进程训练（当前 {world} 个）：其干预模块不是模型的子层，数据并行的梯度同步会漏掉它们；请把 nproc 设为 1"},
     "check.bad_value": {"en": "{field} must be {expected}, got {value!r}", "zh": "{field} 须为{expected}，实际为 {value!r}"},
     "check.max_length_le_src": {
         "en": "max_length ({max_length}) must be greater than src_length ({src_length})",
@@ -386,6 +394,11 @@ FIELD_HELP_ZH = {
     "num_prefix_tokens": "前缀微调：每层的虚拟 token 数。",
     "vera_rank": "VeRA 的秩。",
     "lokr_dim": "LoKr 的维度。",
+    "reft_layers": "ReFT：要修改其输出的层：all，或用分号分隔的层号，如 0;2;3。",
+    "reft_position": "ReFT：修改的提示 token：fN（前 N 个）、lN（后 N 个）或 fN+lN。",
+    "reft_rank": "ReFT：每个干预模块的秩。",
+    "reft_intervention_type": "ReFT：干预模块的类型。",
+    "reft_dropout": "ReFT：训练时作用在被修改表示上的 dropout。",
     "neftune": "NEFTune：训练时给输入嵌入加均匀噪声。",
     "neftune_noise_alpha": "NEFTune 噪声系数 alpha。",
     "weight_quantize_algo": "QLoRA：量化基座权重（nf4、fp4、weight_only_int8 等），仅限 GPU。",
@@ -443,6 +456,11 @@ FIELD_LABELS = {
     "num_prefix_tokens": ("Prefix tokens", "前缀 token 数"),
     "vera_rank": ("VeRA rank", "VeRA 秩"),
     "lokr_dim": ("LoKr dimension", "LoKr 维度"),
+    "reft_layers": ("ReFT layers", "ReFT 干预层"),
+    "reft_position": ("ReFT positions", "ReFT 干预位置"),
+    "reft_rank": ("ReFT rank", "ReFT 秩"),
+    "reft_intervention_type": ("ReFT intervention", "ReFT 干预类型"),
+    "reft_dropout": ("ReFT dropout", "ReFT dropout"),
     "neftune": ("NEFTune noise", "NEFTune 噪声"),
     "neftune_noise_alpha": ("NEFTune noise scale", "NEFTune 噪声系数"),
     "weight_quantize_algo": ("QLoRA base quantization", "QLoRA 基座量化"),
@@ -497,6 +515,14 @@ def refusal(err, lang: str) -> str:
 
 TEXT.update({
     "refused.exists": {"en": "{path} already exists; choose another name", "zh": "{path} 已存在，请换一个名称"},
+    "refused.not_mergeable_prefix": {
+        "en": "A prefix-tuning adapter cannot be merged: it adds trained key/value states in front of every layer's "
+              "attention, nothing to fold into weights. Chat, Evaluate and the API load it with its base.",
+        "zh": "前缀微调适配器无法合并：它在每层注意力前加入训练得到的键值状态，没有可并入权重的部分。对话、评估和 API 会连同基座一起加载它。"},
+    "refused.not_mergeable_reft": {
+        "en": "A ReFT adapter cannot be merged: it edits hidden states at the prompt's first and last tokens while the "
+              "model runs and changes no weight. Chat, Evaluate and the API load it with its base.",
+        "zh": "ReFT 适配器无法合并：它在模型运行时修改提示首尾 token 的隐藏状态，不改动任何权重。对话、评估和 API 会连同基座一起加载它。"},
     "refused.claimed": {"en": "{path} is being written by job {job}; wait for it or stop it in Jobs",
                         "zh": "{path} 正由任务 {job} 写入；请等待它结束，或在“任务”页停止它"},
     "jobs.tab": {"en": "Jobs", "zh": "任务"},

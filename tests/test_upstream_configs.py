@@ -32,7 +32,7 @@ EXPECT = {
     **{f"{fam}_prefix": ("accept", HUB_AND_DATA | {("needs_gpu", "training.bf16")}) for fam in ("llama", "qwen2", "chatglm2")},
     **{f"{fam}_vera": ("accept", HUB_AND_DATA) for fam in ("llama", "qwen2", "chatglm2")},
     **{f"{fam}_lokr": ("accept", HUB_AND_DATA) for fam in ("llama", "qwen2", "chatglm2")},
-    **{f"{fam}_reft": ("refuse", [("other_entry", "", "reft")]) for fam in ("llama", "qwen2", "chatglm2")},
+    **{f"{fam}_reft": ("accept", HUB_AND_DATA | {("needs_gpu", "training.bf16")}) for fam in ("llama", "qwen2", "chatglm2")},
     **{f"{fam}_pretrain": ("refuse", [("other_entry", "", "pretrain")]) for fam in ("llama", "qwen2", "chatglm2")},
     "typo_keys": ("refuse", [("unknown_key", "lora_rnak", "lora_rank"), ("unknown_key", "learnign_rate", "learning_rate")]),
     "wrong_types": ("refuse", [("bad_type", "learning_rate", None), ("bad_type", "lora", None),

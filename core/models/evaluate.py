@@ -99,7 +99,12 @@ def loss_and_accuracy(model, tokenizer, template, records, src_length=1024, max_
             for k, e in enumerate(chunk):
                 m = len(e["input_ids"])
                 ids[k, :m], lab[k, :m], att[k, :m] = e["input_ids"], e["labels"], 1
-            out = model(input_ids=paddle.to_tensor(ids), attention_mask=paddle.to_tensor(att))
+            extra = {}
+            if hasattr(model, "reft_model"):  # ReFT edits each example's own prompt positions
+                from core.models import reft
+
+                extra["prompt_lengths"] = [reft.prompt_length(e["labels"]) for e in chunk]
+            out = model(input_ids=paddle.to_tensor(ids), attention_mask=paddle.to_tensor(att), **extra)
             logits = loading.logits_of(out)
             logits = logits.astype("float32")
             labels = paddle.to_tensor(lab)

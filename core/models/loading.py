@@ -1,5 +1,5 @@
 """Loading a model folder for inference: base or merged models, base + adapter (LoRA, prefix,
-VeRA, LoKr, unmerged) and quantized folders (dequantized on load on CPU, the GPU weight-only
+VeRA, LoKr, ReFT; unmerged) and quantized folders (dequantized on load on CPU, the GPU weight-only
 kernel where a GPU is visible).
 """
 
@@ -33,7 +33,20 @@ def adapter_kind(path: str | Path) -> str | None:
     for f, kind in ADAPTER_FILES.items():
         if (Path(path) / f).is_file():
             return kind
+    from core.models import reft
+
+    if reft.is_reft(path):  # ReFTModel.save_pretrained: config.json with representations, intkey_*.bin
+        return "reft"
     return None
+
+
+MERGEABLE = ("lora", "lokr", "vera")
+NOT_MERGEABLE = {
+    "prefix": "prefix tuning adds trained key/value states in front of every layer's attention: nothing to fold into "
+              "weights; chat and evaluate load it with its base",
+    "reft": "ReFT edits hidden states at the prompt's first and last tokens while the model runs; no weight changes, "
+            "so there is nothing to merge: chat and evaluate load it with its base",
+}
 
 
 def base_of(adapter_dir: str | Path) -> str | None:
@@ -98,7 +111,11 @@ def attach_adapter(model, model_dir: str, adapter_dir: str):
         from paddlenlp.peft import LoKrModel
 
         return LoKrModel.from_pretrained(model, adapter_dir)
-    raise ValueError(f"{adapter_dir} holds no adapter (no lora/prefix/vera/lokr config)")
+    if kind == "reft":
+        from core.models import reft
+
+        return reft.load(model, adapter_dir)
+    raise ValueError(f"{adapter_dir} holds no adapter (no lora/prefix/vera/lokr/ReFT config)")
 
 
 

@@ -78,8 +78,10 @@ def merge(base: str | Path | None, adapter: str | Path, out: str | Path, log=pri
     if out.exists():
         raise FileExistsError(f"{out} exists; choose another output folder")
     kind = loading.adapter_kind(adapter)
-    if kind not in ("lora", "lokr", "vera"):
-        raise ValueError(f"{adapter}: no mergeable adapter (LoRA, LoKr or VeRA); prefix tuning cannot be folded into weights")
+    if kind in loading.NOT_MERGEABLE:
+        raise ValueError(f"{adapter}: a {kind} adapter cannot be merged: {loading.NOT_MERGEABLE[kind]}")
+    if kind not in loading.MERGEABLE:
+        raise ValueError(f"{adapter}: no mergeable adapter (LoRA, LoKr or VeRA)")
     base = base or loading.base_of(adapter)
     if not base:
         raise ValueError("no base model: pass --base (the adapter does not record its base)")
@@ -140,6 +142,10 @@ def submit(adapter: str | Path, name: str, base: str | Path | None = None) -> st
 
     if not adapter or not loading.adapter_kind(adapter):
         raise jobs.Refused("no_adapter", f"{adapter} holds no adapter (no lora/prefix/vera/lokr config)", path=str(adapter))
+    kind = loading.adapter_kind(adapter)
+    if kind in loading.NOT_MERGEABLE:
+        raise jobs.Refused(f"not_mergeable_{kind}", f"a {kind} adapter cannot be merged: {loading.NOT_MERGEABLE[kind]}",
+                           kind=kind)
     out = jobs.check_output(name, workspace.models_dir())
     args = ["merge", "--adapter", str(adapter), "--out", str(out), "--json"] + (["--base", str(base)] if base else [])
     return jobs.submit("merge", args, title=out.name, params={"adapter": str(adapter), "out": str(out)}, outputs=[out])

@@ -186,6 +186,9 @@ def quantize(model_dir, preset, out_dir, data=None, calib_steps: int | None = No
     if not model_dir.is_dir():
         raise FileNotFoundError(f"{model_dir} is not a model folder")
     kind = loading.adapter_kind(model_dir)
+    if kind in loading.NOT_MERGEABLE:
+        raise ValueError(f"{model_dir} holds a {kind} adapter, which has no weights of its own to quantize and cannot be "
+                         f"merged ({loading.NOT_MERGEABLE[kind]}); quantize its base model instead")
     if kind:
         raise ValueError(f"{model_dir} holds an unmerged {kind} adapter: merge it into its base first "
                          f"(Merge tab, or paddle-studio merge --adapter {model_dir} --out DIR) and quantize the merged model")

@@ -13,11 +13,15 @@ they live in ``ParallelSection`` and go to ``studio.json``.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 PRESETS_DIR = Path(__file__).resolve().parents[2] / "presets"
-METHODS = ("sft", "lora", "prefix", "vera", "lokr", "qlora", "pretrain")
+METHODS = ("sft", "lora", "prefix", "vera", "lokr", "reft", "qlora", "pretrain")
+# ReFT's settings: the studio's field -> the key upstream's llm/utils ReftArgument reads
+REFT_KEYS = {"reft_layers": "layers", "reft_position": "position", "reft_rank": "rank",
+             "reft_intervention_type": "intervention_type", "reft_dropout": "dropout"}
 
 
 def _f(default, help: str, **kw):
@@ -52,6 +56,12 @@ class MethodSection:
     num_prefix_tokens: int = _f(128, "Prefix tuning: number of virtual tokens per layer.")
     vera_rank: int = _f(8, "VeRA rank.")
     lokr_dim: int = _f(8, "LoKr dimension.")
+    reft_layers: str = _f("all", "ReFT: layers whose output is edited: all, or numbers like 0;2;3.")
+    reft_position: str = _f("f7+l7", "ReFT: prompt tokens edited: fN (first N), lN (last N) or fN+lN.")
+    reft_rank: int = _f(8, "ReFT: rank of each intervention.")
+    reft_intervention_type: str = _f("LoreftIntervention", "ReFT: intervention class.",
+                                     choices=("LoreftIntervention", "TinyIntervention"))
+    reft_dropout: float = _f(0.0, "ReFT: dropout on the edited states while training.")
     neftune: bool = _f(False, "NEFTune: add uniform noise to input embeddings while training.")
     neftune_noise_alpha: float = _f(5.0, "NEFTune noise scale alpha.")
     weight_quantize_algo: str | None = _f(None, "QLoRA: quantize base weights (nf4, fp4, weight_only_int8...). GPU only.")
@@ -139,6 +149,9 @@ class RunConfig:
             neftune=m.neftune,
             neftune_noise_alpha=m.neftune_noise_alpha,
         )
+        if m.method == "reft":
+            out["reft"] = True
+            out.update({key: getattr(m, name) for name, key in REFT_KEYS.items()})
         if m.weight_quantize_algo:
             out["weight_quantize_algo"] = m.weight_quantize_algo
         out.update(asdict(self.training))
@@ -212,7 +225,13 @@ class RunConfig:
                     except KeyError:
                         pass
         m = cfg.method
-        if d.get("prefix_tuning"):
+        for name, key in REFT_KEYS.items():
+            if key in d:
+                setattr(m, name, d[key])
+                known.add(key)
+        if d.get("reft"):
+            m.method = "reft"
+        elif d.get("prefix_tuning"):
             m.method = "prefix"
         elif d.get("vera"):
             m.method = "vera"
@@ -222,7 +241,7 @@ class RunConfig:
             m.method = "qlora" if d.get("weight_quantize_algo") else "lora"
         else:
             m.method = "sft"
-        known |= {"lora", "prefix_tuning", "vera", "lokr", "do_train", "do_eval", "disable_tqdm",
+        known |= {"lora", "prefix_tuning", "vera", "lokr", "reft", "do_train", "do_eval", "disable_tqdm",
                   "output_dir", "logging_dir", "report_to"}
         p = cfg.parallel
         for k in ("tensor_parallel_degree", "pipeline_parallel_degree", "sharding_parallel_degree", "sharding"):
@@ -262,6 +281,10 @@ MESSAGES = {
     "no_family": "{field}: model_type {model_type!r} has no family preset (presets/models); supported: {known}",
     "text_needs_pretrain": "{path} holds raw text (no questions and answers): train it with the pretrain method",
     "prefix_unsupported": "prefix tuning does not work with {family} models: {why}",
+    "reft_unsupported": "ReFT does not work with {family} models: {why}",
+    "reft_with_packing": "ReFT edits each prompt's own first and last tokens: turn zero_padding (packing) off",
+    "reft_one_process": ("ReFT trains in one process here ({world} asked): its interventions are not sublayers of the "
+                         "model, so data-parallel gradient sync would miss them; set nproc to 1"),
     "hub_id": ("{field}: {path} is a model hub id, not a folder here: the studio trains from a local folder "
                "(nothing is downloaded at run time). Fetch it on a machine with internet, e.g. "
                "`huggingface-cli download {path} --local-dir DIR` or PaddleNLP's "
@@ -334,6 +357,9 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
         elif m.method == "prefix" and fam.get("prefix") is not True:
             add("prefix_unsupported", "method.method", family=fam["family"],
                 why=(fam.get("prefix") or {}).get("unsupported", "not supported"))
+        elif m.method == "reft" and fam.get("reft") is not True:
+            add("reft_unsupported", "method.method", family=fam["family"],
+                why=(fam.get("reft") or {}).get("unsupported", "not supported"))
     ds = d.dataset_name_or_path
     if not ds:
         add("required", "data.dataset_name_or_path")
@@ -376,6 +402,24 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
         positive("method", "num_prefix_tokens", m.num_prefix_tokens)
         if p.pipeline_parallel_degree > 1:
             add("prefix_with_pipeline", "method.method", pp=p.pipeline_parallel_degree)
+    if m.method == "reft":
+        from core.models import reft
+
+        positive("method", "reft_rank", m.reft_rank)
+        try:
+            reft.parse_position(m.reft_position)
+        except ValueError:
+            add("bad_value", "method.reft_position", expected="fN, lN or fN+lN, e.g. f7+l7", value=m.reft_position)
+        if not re.fullmatch(r"\s*(all|\d+([;,]\d+)*)\s*", str(m.reft_layers), re.I):
+            add("bad_value", "method.reft_layers", expected="all, or layer numbers like 0;2;3", value=m.reft_layers)
+        if m.reft_intervention_type not in reft.INTERVENTIONS:
+            add("bad_value", "method.reft_intervention_type", value=m.reft_intervention_type,
+                expected="one of " + ", ".join(reft.INTERVENTIONS))
+        if d.zero_padding:
+            add("reft_with_packing", "data.zero_padding")
+        world_r = (len([x for x in p.devices.split(",") if x.strip()]) if p.devices else p.nproc) * max(p.nnodes, 1)
+        if world_r > 1:
+            add("reft_one_process", "parallel.nproc", world=world_r)
     if m.method == "vera":
         positive("method", "vera_rank", m.vera_rank)
     if m.method == "lokr":

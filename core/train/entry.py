@@ -397,6 +397,8 @@ def token_accuracy(eval_pred):
     preds, labels = eval_pred.predictions, eval_pred.label_ids
     if isinstance(preds, (tuple, list)):
         preds = preds[0]
+    if preds.ndim == labels.ndim + 1:
+        preds = preds[..., 0]
     mask = labels != templates.IGNORE
     return {"token_accuracy": float((preds[mask] == labels[mask]).mean()) if mask.any() else 0.0}
 
@@ -406,6 +408,8 @@ def argmax_logits(logits, labels):
 
     if isinstance(logits, (tuple, list)):
         logits = logits[0]
+    if logits.shape[-1] == 1:  # SFTTrainer's prediction_step already took the argmax (keepdim): an argmax
+        return logits.squeeze(-1)  # of that would be 0 everywhere (token_accuracy was always 0.0)
     return paddle.argmax(logits, axis=-1)
 
 
@@ -459,7 +463,24 @@ def main(argv: list[str]) -> int:
     model = AutoModelForCausalLM.from_pretrained(model_args.model_name_or_path, config=model_config, dtype="float32")
     if model_args.neftune:
         add_neftune(model, model_args.neftune_noise_alpha)
-    model = apply_method(model, model_args, flat, family)
+    reft_model = None
+    if model_args.reft:
+        from core.models import reft
+
+        if family.get("reft") is not True:
+            raise SystemExit(f"ReFT: {(family.get('reft') or {}).get('unsupported', 'not supported for this model family')}")
+        first, last = reft.parse_position(flat.get("position", "f7+l7"))
+        layers = reft.parse_layers(flat.get("layers", "all"), config_value(model_config, "num_hidden_layers", family))
+        model = reft_model = reft.build(model, layers, flat.get("rank", 8), flat.get("position", "f7+l7"),
+                                        flat.get("intervention_type", "LoreftIntervention"), flat.get("dropout", 0.0),
+                                        flat.get("act_fn", "linear"), flat.get("add_bias", False))
+        from paddlenlp.datasets import MapDataset
+
+        train_ds = MapDataset(reft.training_features(list(train_ds), first, last, len(layers), tokenizer.pad_token_id))
+        if eval_ds is not None:
+            eval_ds = MapDataset(reft.training_features(list(eval_ds), first, last, len(layers), tokenizer.pad_token_id))
+    else:
+        model = apply_method(model, model_args, flat, family)
     phase("model")
 
     mean_tokens = sum(len(e["input_ids"]) for e in train_ds) / max(len(train_ds), 1)
@@ -468,6 +489,8 @@ def main(argv: list[str]) -> int:
         collator = PackedCollator(tokenizer.pad_token_id)
     else:
         collator = padding_collator(tokenizer)
+    if reft_model is not None:
+        collator = reft.collator(collator)
     trainer = SFTTrainer(
         model=model,
         args=training_args,
@@ -480,19 +503,23 @@ def main(argv: list[str]) -> int:
         callbacks=[make_callback(run_dir / "metrics.jsonl", tokens_per_step)],
         data_args=data_args,
     )
+    if reft_model is not None:  # its interventions are not sublayers: name what the optimizer trains
+        trainer.set_optimizer_grouped_parameters([p for p in reft_model.parameters() if not p.stop_gradient])
     phase("trainer")
     ckpt = None
     if resume:  # the newest checkpoint whose save finished (a truncated one would fail every time)
         found = checkpoints.last_complete(Path(training_args.output_dir))
         ckpt = str(found) if found else None
+        if ckpt and reft_model is not None:  # upstream's loader builds a new ReFTModel and drops it
+            reft.load_interventions(reft_model, ckpt)
     trainer.train(resume_from_checkpoint=ckpt)
     trainer.save_model(training_args.output_dir)
     if training_args.should_save:
         tokenizer.save_pretrained(training_args.output_dir)
         method = ("lora" if model_args.lora else "prefix" if model_args.prefix_tuning else "vera" if model_args.vera
-                  else "lokr" if model_args.lokr else "pretrain" if pretrain else "sft")
+                  else "lokr" if model_args.lokr else "reft" if model_args.reft else "pretrain" if pretrain else "sft")
         info = {"base": str(Path(model_args.model_name_or_path).resolve()), "method": method,
-                "adapter": method in ("lora", "prefix", "vera", "lokr"), "run": run_dir.name,
+                "adapter": method in ("lora", "prefix", "vera", "lokr", "reft"), "run": run_dir.name,
                 "steps": trainer.state.global_step}
         tmp = Path(training_args.output_dir) / f".{FINISHED_MARK}.tmp"
         tmp.write_text(json.dumps(info, indent=2), encoding="utf-8")

@@ -81,7 +81,6 @@ ENTRIES = [
     ("embedding", "llm/run_embedding.py (embedding model)",
      ("embedding_temperature", "embedding_negative_numbers", "use_matryoshka", "matryoshka_dims", "query_max_len",
       "passage_max_len"), False, None),
-    ("reft", "llm/run_finetune.py with reft: true (ReFT)", ("reft",), True, None),
 ]
 # loss_type is also a fine-tuning key; only these values of it are DPO's
 DPO_LOSSES = ("sigmoid", "hinge", "ipo", "kto_pair", "sppo_hard", "nca_pair", "dpop", "or", "simpo")
@@ -94,7 +93,6 @@ WHAT_TO_DO = {
     "dpo": "preference training is not in the studio yet",
     "reward": "reward-model training is not in the studio yet",
     "embedding": "embedding training is not in the studio yet",
-    "reft": "ReFT is not trained by the studio yet",
 }
 
 MESSAGES = {

@@ -10,7 +10,7 @@ from pathlib import Path
 import gradio as gr
 
 from core import catalog, jobs, workspace
-from core.models import evaluate, merge
+from core.models import evaluate, loading, merge
 from studio.charts import bar_figure, html_table, num
 from studio.jobview import JobPanel
 from studio.locales import refusal, t
@@ -48,7 +48,7 @@ def build_merge_tab(ctx):
     tr = ctx.tr
     with tr(gr.Tab(ctx.text("merge.tab"), id="merge", elem_id="tab-merge"), "merge.tab") as tab:
         with gr.Row():
-            adapter = tr(gr.Dropdown(adapter_choices(), label=ctx.text("merge.adapter"), elem_id="merge-adapter"),
+            adapter = tr(gr.Dropdown(adapter_choices(), value=None, label=ctx.text("merge.adapter"), elem_id="merge-adapter"),
                          "merge.adapter")
             name = tr(gr.Textbox(label=ctx.text("merge.name"), elem_id="merge-name"), "merge.name")
         with gr.Row():
@@ -67,8 +67,14 @@ def build_merge_tab(ctx):
         started_eval = gr.State(None)
     lang = ctx.lang
 
-    def suggest(path):
-        return f"{Path(path).parent.name}-merged"[:60] if path else ""
+    def suggest(path, lg):
+        """A name for the merged model; for an adapter that cannot be merged, why (at once, before Merge)."""
+        if not path:
+            return "", ""
+        kind = loading.adapter_kind(path)
+        if kind in loading.NOT_MERGEABLE:
+            return "", t(f"refused.not_mergeable_{kind}", lg)
+        return f"{Path(path).parent.name}-merged"[:60], ""
 
     def start_merge(path, nm, lg):
         if not path:
@@ -88,7 +94,13 @@ def build_merge_tab(ctx):
         except jobs.Refused as e:
             return t("error.prefix", lg) + refusal(e, lg), None
 
-    adapter.change(suggest, inputs=adapter, outputs=name)
+    adapter.change(suggest, inputs=[adapter, lang], outputs=[name, note])
+
+    def why_not(path, lg):  # after a language switch: the "cannot be merged" note in the new language
+        kind = loading.adapter_kind(path) if path else None
+        return t(f"refused.not_mergeable_{kind}", lg) if kind in loading.NOT_MERGEABLE else gr.skip()
+
+    ctx.relocalize.append((why_not, [adapter, lang], [note]))
     merge_btn.click(start_merge, inputs=[adapter, name, lang], outputs=[note, started_merge]).then(
         merge_panel.follow, inputs=[started_merge, lang], outputs=[merge_panel.job, *merge_panel.outputs])
     eval_btn.click(start_eval, inputs=[adapter, name, limit, lang], outputs=[note, started_eval]).then(
