@@ -35,6 +35,8 @@ MATRIX = {
     "pretrain-packed": ("pretrain", {"data": {"zero_padding": True}}),
     "lora-mora": ("lora", {"method": {"use_mora": True}}),
     "lora-moslora": ("lora", {"method": {"lora_use_mixer": True}}),
+    "reft-tiny-some-layers": ("reft", {"method": {"reft_layers": "0;2", "reft_position": "f3+l3", "reft_rank": 4,
+                                                  "reft_intervention_type": "TinyIntervention", "reft_dropout": 0.1}}),
 }
 # form fields that are values, not switches: every run above sets them
 VALUES = {"model_name_or_path", "tokenizer_name_or_path", "dataset_name_or_path", "src_length", "max_length",
