@@ -58,8 +58,9 @@ GPU_ONLY = {
     "sharding": ("parallel", {"sharding": "stage1", "sharding_parallel_degree": 2, "nproc": 2}),
     "sharding_parallel_degree": ("parallel", {"sharding": "stage1", "sharding_parallel_degree": 2, "nproc": 2}),
 }
-# multi-node launch settings: exercised by tests/test_runs.py (two nodes on loopback)
-ELSEWHERE = {"nnodes", "master", "rank"}
+# multi-node launch settings: exercised by tests/test_runs.py (two nodes on loopback); DPO needs
+# preference pairs, not this SFT slice: tests/test_dpo.py trains it
+ELSEWHERE = {"nnodes", "master", "rank", "dpo_beta", "dpo_loss_type", "dpo_lora", "dpo_sft_loss_ratio"}
 
 
 def _switches_set() -> set[str]:
@@ -75,7 +76,7 @@ def test_every_form_field_is_trained_refused_or_a_value():
     shown = {f.name for s in config.RunConfig.SECTIONS for f in fields(getattr(config.RunConfig(), s))}
     covered = _switches_set() | VALUES | set(GPU_ONLY) | ELSEWHERE
     assert shown - covered == set(), "fields the form shows that no test trains or refuses"
-    methods = {m for m, _ in MATRIX.values()} | {"qlora"}
+    methods = {m for m, _ in MATRIX.values()} | {"qlora", "dpo"}
     assert methods == set(config.METHODS)
     schedules = {o["training"].get("lr_scheduler_type") for _, o in MATRIX.values() if "training" in o}
     assert set(config.TrainingSection.__dataclass_fields__["lr_scheduler_type"].metadata["choices"]) <= schedules

@@ -26,7 +26,8 @@ EXPECT = {
     **{f"{fam}_lora": ("accept", GPU_LORA) for fam in ("llama", "qwen2", "chatglm2")},
     **{f"{fam}_ptq": ("refuse", [("other_entry", "", "quantization")]) for fam in ("llama", "qwen2", "chatglm2")},
     **{f"{fam}_gptq": ("refuse", [("other_entry", "", "quantization")]) for fam in ("llama", "qwen2", "chatglm2")},
-    **{f"{fam}_dpo": ("refuse", [("other_entry", "", "dpo")]) for fam in ("llama", "qwen2", "chatglm2")},
+    **{f"{fam}_dpo": ("accept", GPU_SFT | {("needs_gpu", "training.flash_mask"), ("needs_gpu", "training.use_flash_attention")})
+       for fam in ("llama", "qwen2", "chatglm2")},  # run_dpo.py's keys: the dpo method
     **{f"{fam}_qlora": ("accept", HUB_AND_DATA | {("needs_gpu", "method.weight_quantize_algo"), ("needs_gpu", "training.bf16")})
        for fam in ("llama", "qwen2", "chatglm2")},
     **{f"{fam}_prefix": ("accept", HUB_AND_DATA | {("needs_gpu", "training.bf16")}) for fam in ("llama", "qwen2", "chatglm2")},

@@ -27,7 +27,8 @@ from typing import Iterator
 from core import workspace
 
 # text: raw text for continued pretraining ({"text": ...} lines, or a .txt file: one document per line)
-FORMATS = ("paddlenlp", "alpaca", "sharegpt", "messages", "text")
+FORMATS = ("paddlenlp", "alpaca", "sharegpt", "messages", "text", "preference", "chosen_rejected")
+PREFERENCE_FORMATS = ("preference", "chosen_rejected")
 MAX_LINE_BYTES = 1_000_000
 MAX_ERRORS = 50
 BOM = b"\xef\xbb\xbf"
@@ -54,6 +55,10 @@ MESSAGES = {
     "no_assistant_reply": "conversation does not end with an assistant reply",
     "too_deep": "JSON nested too deeply to read (more than about {limit} levels)",
     "lone_surrogate": "text holds an unpaired UTF-16 surrogate escape (\\ud800-\\udfff) that cannot be written as UTF-8",
+    "response_count": "expected a list of 2 answers (the two compared), got {got}",
+    "sort_tie": "sort ranks both answers the same ({value}); one of them must be preferred",
+    "history_mismatch": "src has {src} turns, so tgt (the answers before the last turn) must have {expected}, got {tgt}",
+    "no_prompt": "missing field: the prompt (one of prompt, question, instruction)",
     "array_too_large": "a JSON array file of {size} bytes is too large to read at once; convert it to JSON lines",
     # dataset-level errors
     "name_empty": "dataset name is empty",
@@ -328,6 +333,107 @@ def check_text_record(rec) -> list[RecordError]:
     return []
 
 
+def check_preference_record(rec) -> list[RecordError]:
+    """Problems of one preference record in PaddleNLP's DPO format: ``src`` the user turns (a
+    string or a list), ``tgt`` the answers before the last turn (len(src) - 1), ``response`` the two
+    compared answers to the last turn, ``sort`` their ranks (higher is better, not equal)."""
+    if not isinstance(rec, dict):
+        return [RecordError("", "not_object", got=type(rec).__name__)]
+    problems: list[RecordError] = []
+    src = rec.get("src")
+    if "src" not in rec:
+        problems.append(RecordError("src", "missing_field"))
+        src = None
+    elif isinstance(src, str):
+        if _is_blank(src):
+            problems.append(RecordError("src", "empty_text"))
+        src = [src]
+    elif isinstance(src, list) and src:
+        for i, item in enumerate(src):
+            try:
+                _check_text(item, f"src[{i}]")
+            except RecordError as e:
+                problems.append(e)
+    else:
+        problems.append(RecordError("src", "wrong_type", expected="a string or a non-empty list of strings",
+                                    got=type(src).__name__ if not isinstance(src, list) else "an empty list"))
+        src = None
+    tgt = rec.get("tgt", [])
+    if isinstance(tgt, str):
+        tgt = [tgt]
+    if not isinstance(tgt, list):
+        problems.append(RecordError("tgt", "wrong_type", expected="a list of strings", got=type(tgt).__name__))
+    else:
+        for i, item in enumerate(tgt):
+            try:
+                _check_text(item, f"tgt[{i}]")
+            except RecordError as e:
+                problems.append(e)
+        if src is not None and len(tgt) != len(src) - 1:
+            problems.append(RecordError("src/tgt", "history_mismatch", src=len(src), expected=len(src) - 1, tgt=len(tgt)))
+    resp = rec.get("response")
+    if "response" not in rec:
+        problems.append(RecordError("response", "missing_field"))
+    elif not isinstance(resp, list) or len(resp) != 2:
+        problems.append(RecordError("response", "response_count",
+                                    got=f"{len(resp)} items" if isinstance(resp, list) else type(resp).__name__))
+    else:
+        for i, item in enumerate(resp):
+            try:
+                _check_text(item, f"response[{i}]")
+            except RecordError as e:
+                problems.append(e)
+    sort = rec.get("sort")
+    if "sort" not in rec:
+        problems.append(RecordError("sort", "missing_field"))
+    elif (not isinstance(sort, list) or len(sort) != 2
+          or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in sort)):
+        problems.append(RecordError("sort", "wrong_type", expected="a list of 2 numbers (higher = better)",
+                                    got=json.dumps(sort)[:40]))
+    elif sort[0] == sort[1]:
+        problems.append(RecordError("sort", "sort_tie", value=sort[0]))
+    return problems
+
+
+def _preference(src: list[str], tgt: list[str], chosen: str, rejected: str) -> dict:
+    return {"src": list(src), "tgt": list(tgt), "response": [chosen, rejected], "sort": [1, 0]}
+
+
+def _from_chosen_rejected(rec: dict) -> dict:
+    """{prompt|question|instruction(+input), chosen, rejected} with strings, or chosen/rejected as
+    whole conversations (lists of {role, content} messages ending with the compared answer, the
+    form of Anthropic HH and UltraFeedback) -> a PaddleNLP preference record."""
+    chosen, rejected = rec.get("chosen"), rec.get("rejected")
+    for name, v in (("chosen", chosen), ("rejected", rejected)):
+        if v is None:
+            raise RecordError(name, "missing_field")
+    if isinstance(chosen, list) and isinstance(rejected, list):
+        convs = []
+        for name, conv in (("chosen", chosen), ("rejected", rejected)):
+            try:
+                r = _from_messages({"messages": conv})
+            except RecordError as e:
+                raise RecordError(name + e.field[len("messages"):], e.code, **e.params) from None
+            src = [r["src"]] if isinstance(r["src"], str) else r["src"]
+            tgt = [r["tgt"]] if isinstance(r["tgt"], str) else r["tgt"]
+            convs.append((src, tgt))
+        (src_c, tgt_c), (src_r, tgt_r) = convs
+        if src_c != src_r or tgt_c[:-1] != tgt_r[:-1]:
+            raise RecordError("rejected", "wrong_type", expected="the same conversation as chosen up to its last answer",
+                              got="a different conversation")
+        return _preference(src_c, tgt_c[:-1], tgt_c[-1], tgt_r[-1])
+    prompt = next((rec[k] for k in ("prompt", "question", "instruction") if k in rec), None)
+    if prompt is None:
+        raise RecordError("prompt", "no_prompt")
+    if isinstance(prompt, str) and isinstance(rec.get("input"), str) and rec["input"].strip():
+        prompt = prompt + "\n" + rec["input"]
+    return _preference([prompt] if isinstance(prompt, str) else prompt, [], chosen, rejected)
+
+
+def is_preference_dataset(records: list[dict]) -> bool:
+    return bool(records) and "response" in records[0]
+
+
 def is_text_dataset(records: list[dict]) -> bool:
     return bool(records) and "text" in records[0] and "src" not in records[0]
 
@@ -335,6 +441,10 @@ def is_text_dataset(records: list[dict]) -> bool:
 def detect_record_format(rec) -> str | None:
     if not isinstance(rec, dict):
         return None
+    if "response" in rec and "src" in rec:
+        return "preference"
+    if "chosen" in rec and "rejected" in rec:
+        return "chosen_rejected"
     if "src" in rec or "tgt" in rec:
         return "paddlenlp"
     if isinstance(rec.get("text"), str):
@@ -348,6 +458,27 @@ def detect_record_format(rec) -> str | None:
     return None
 
 
+def normalize_preference(rec, fmt: str = "preference") -> dict:
+    """A checked preference record (src and tgt as lists, the preferred answer first); raises RecordError."""
+    if fmt == "chosen_rejected":
+        if not isinstance(rec, dict):
+            raise RecordError("", "not_object", got=type(rec).__name__)
+        rec = _from_chosen_rejected(rec)
+    problems = check_preference_record(rec)
+    if problems:
+        raise problems[0]
+    src = [rec["src"]] if isinstance(rec["src"], str) else list(rec["src"])
+    tgt = rec.get("tgt", [])
+    tgt = [tgt] if isinstance(tgt, str) else list(tgt)
+    a, b = rec["response"]
+    if rec["sort"][1] > rec["sort"][0]:
+        a, b = b, a
+    out = _preference(src, tgt, a, b)
+    if isinstance(rec.get("system"), str):
+        out["system"] = rec["system"]
+    return out
+
+
 def to_src_tgt(rec, fmt: str) -> dict:
     """Convert one parsed record of ``fmt`` to a checked PaddleNLP record; raises RecordError."""
     if fmt == "text":
@@ -355,6 +486,8 @@ def to_src_tgt(rec, fmt: str) -> dict:
         if problems:
             raise problems[0]
         return {"text": rec["text"]}
+    if fmt in PREFERENCE_FORMATS:
+        return normalize_preference(rec, fmt)
     if fmt != "paddlenlp":
         if not isinstance(rec, dict):
             raise RecordError("", "not_object", got=type(rec).__name__)
@@ -639,7 +772,7 @@ def validate(
     hashes = array("q")  # one hash per good record, for duplicate counting at the end
     lines = array("q")  # the line of each hash (0 for a JSON-array item)
     file_starts = []  # index into hashes where each file begins
-    convert = None if fmt in ("paddlenlp", "text") else _CONVERTERS[fmt]
+    convert = None if fmt in ("paddlenlp", "text", *PREFERENCE_FORMATS) else _CONVERTERS[fmt]
 
     def add(fname, line, fld, code, params):
         rep.by_code[code] = rep.by_code.get(code, 0) + 1
@@ -666,6 +799,27 @@ def validate(
                     add(fname, *lp)
                 flushed = len(line_problems)
             rep.records += 1
+            if fmt in PREFERENCE_FORMATS:
+                line, prefix = _where(key)
+                try:
+                    rec = normalize_preference(value, fmt)
+                    errs = []
+                except RecordError as e:
+                    errs = [e]
+                if fmt == "preference" and isinstance(value, dict) and not errs:
+                    errs = check_preference_record(value)
+                if errs:
+                    rep.bad += 1
+                    for e in errs:
+                        add(fname, line, _join_field(prefix, e.field), e.code, e.params)
+                else:
+                    rep.good += 1
+                    rep.list_records += 1
+                    if len(rec["src"]) > 1:
+                        rep.multi_turn += 1
+                    hashes.append(hash((tuple(rec["src"]), tuple(rec["tgt"]), tuple(rec["response"]))))
+                    lines.append(line or 0)
+                continue
             if fmt == "text":
                 errs = check_text_record(value)
                 line, prefix = _where(key)

@@ -18,7 +18,10 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 PRESETS_DIR = Path(__file__).resolve().parents[2] / "presets"
-METHODS = ("sft", "lora", "prefix", "vera", "lokr", "reft", "qlora", "pretrain")
+METHODS = ("sft", "lora", "prefix", "vera", "lokr", "reft", "qlora", "pretrain", "dpo")
+DPO_LOSS_TYPES = ("sigmoid", "hinge", "ipo", "kto_pair", "sppo_hard", "nca_pair", "dpop", "or", "simpo")
+# DPO's settings: the studio's field -> the key upstream's run_dpo.py reads
+DPO_KEYS = {"dpo_beta": "beta", "dpo_loss_type": "loss_type", "dpo_lora": "lora", "dpo_sft_loss_ratio": "sft_loss_ratio"}
 # ReFT's settings: the studio's field -> the key upstream's llm/utils ReftArgument reads
 REFT_KEYS = {"reft_layers": "layers", "reft_position": "position", "reft_rank": "rank",
              "reft_intervention_type": "intervention_type", "reft_dropout": "dropout"}
@@ -62,6 +65,12 @@ class MethodSection:
     reft_intervention_type: str = _f("LoreftIntervention", "ReFT: intervention class.",
                                      choices=("LoreftIntervention", "TinyIntervention"))
     reft_dropout: float = _f(0.0, "ReFT: dropout on the edited states while training.")
+    dpo_beta: float = _f(0.1, "DPO: beta, how far the tuned model may move from the reference (higher: less).")
+    dpo_loss_type: str = _f("sigmoid", "DPO: preference loss (sigmoid = DPO; simpo and or need no reference).",
+                            choices=DPO_LOSS_TYPES)
+    dpo_lora: bool = _f(True, "DPO: train LoRA adapters (the reference is the model with them off); off: full DPO "
+                              "with a frozen copy as the reference.")
+    dpo_sft_loss_ratio: float = _f(0.0, "DPO: weight of an SFT loss on the preferred answers, added to the DPO loss.")
     neftune: bool = _f(False, "NEFTune: add uniform noise to input embeddings while training.")
     neftune_noise_alpha: float = _f(5.0, "NEFTune noise scale alpha.")
     weight_quantize_algo: str | None = _f(None, "QLoRA: quantize base weights (nf4, fp4, weight_only_int8...). GPU only.")
@@ -173,7 +182,42 @@ class RunConfig:
             out.setdefault(k, v)
         if self.source is not None:
             out = self._as_read(out)
+        if m.method == "dpo":
+            out = self._dpo_flat(out)
         return out
+
+    # SFT keys run_dpo.py does not read (it has its own names for the data and lengths)
+    NOT_DPO = ("dataset_name_or_path", "src_length", "max_length", "zero_padding", "chat_template", "prefix_tuning",
+               "num_prefix_tokens", "vera", "vera_rank", "lokr", "lokr_dim", "use_mora", "lora_use_mixer", "pissa",
+               "neftune", "neftune_noise_alpha", "rslora", "reft", "layers", "position", "rank", "intervention_type",
+               "dropout")
+
+    def _dpo_flat(self, out: dict) -> dict:
+        """The same run as llm/alignment/dpo/run_dpo.py's JSON: data files and lengths under its names,
+        beta / loss_type / lora / sft_loss_ratio, and nothing it would refuse."""
+        m, d = self.method, self.data
+        ds = Path(d.dataset_name_or_path) if d.dataset_name_or_path else None
+        flat = {k: v for k, v in out.items() if k not in self.NOT_DPO}
+        src = self.source or {}
+        for key, name in (("train_dataset_path", "train.json"), ("dev_dataset_path", "dev.json")):
+            kept = src.get(key) or self.extra.get(key)
+            if kept and ds and Path(kept).parent == ds:
+                flat[key] = kept
+            elif ds:
+                flat[key] = str(ds / name)
+        if not flat.get("do_eval"):
+            flat.pop("dev_dataset_path", None)
+        from core.train import upstream
+
+        own = dict(max_seq_len=d.max_length, max_prompt_len=d.src_length, lora_rank=m.lora_rank,
+                   **{key: getattr(m, name) for name, key in DPO_KEYS.items()})
+        for k, v in own.items():  # read from a file: its keys, plus only what differs from run_dpo.py's defaults
+            # beta and loss_type always: they say which upstream entry the file is for
+            if self.source is None or k in src or k in ("beta", "loss_type") or v != upstream.DPO_ARGUMENT_KEYS[k][2]:
+                flat[k] = v
+        if self.source is None or "unified_checkpoint" in src:
+            flat.setdefault("unified_checkpoint", False)  # upstream's DPO default is true: not on CPU
+        return flat
 
     ALWAYS = ("output_dir", "logging_dir", "report_to", "disable_tqdm", "do_train", "device")
 
@@ -225,11 +269,27 @@ class RunConfig:
                     except KeyError:
                         pass
         m = cfg.method
+        if upstream.is_dpo(d):  # run_dpo.py's names for the data and lengths
+            train = d.get("train_dataset_path")
+            if train:
+                cfg.data.dataset_name_or_path = str(Path(train).parent)
+            if "max_seq_len" in d:
+                cfg.data.max_length = d["max_seq_len"]
+            if "max_prompt_len" in d:
+                cfg.data.src_length = d["max_prompt_len"]
+            for name, key in DPO_KEYS.items():  # a key the file leaves out means run_dpo.py's default
+                setattr(m, name, d.get(key, upstream.DPO_ARGUMENT_KEYS[key][2]))
+            m.lora_rank = d.get("lora_rank", upstream.DPO_ARGUMENT_KEYS["lora_rank"][2])
+            known |= {"train_dataset_path", "dev_dataset_path", "max_seq_len", "max_prompt_len", "unified_checkpoint",
+                      *DPO_KEYS.values()}
+            m.method = "dpo"
         for name, key in REFT_KEYS.items():
             if key in d:
                 setattr(m, name, d[key])
                 known.add(key)
-        if d.get("reft"):
+        if m.method == "dpo":
+            pass
+        elif d.get("reft"):
             m.method = "reft"
         elif d.get("prefix_tuning"):
             m.method = "prefix"
@@ -282,6 +342,10 @@ MESSAGES = {
     "text_needs_pretrain": "{path} holds raw text (no questions and answers): train it with the pretrain method",
     "prefix_unsupported": "prefix tuning does not work with {family} models: {why}",
     "reft_unsupported": "ReFT does not work with {family} models: {why}",
+    "preference_needs_dpo": "{path} holds preference pairs (two answers, one preferred): train it with the dpo method",
+    "dpo_needs_preference": ("DPO trains on preference pairs ({{src, tgt, response: [better, worse], sort}} or "
+                             "{{prompt, chosen, rejected}}); {path} holds none"),
+    "dpo_one_process": "DPO trains in one process in the studio ({world} asked): set nproc to 1",
     "reft_with_packing": "ReFT edits each prompt's own first and last tokens: turn zero_padding (packing) off",
     "reft_one_process": ("ReFT trains in one process here ({world} asked): its interventions are not sublayers of the "
                          "model, so data-parallel gradient sync would miss them; set nproc to 1"),
@@ -372,15 +436,19 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
         has_dev = (dev.is_file() and dev.stat().st_size > 0) or (Path(ds) / "dev").is_dir()
         if tr.evaluation_strategy != "no" and not has_dev:
             add("no_dev_file", "training.evaluation_strategy", path=ds)
-        if m.method != "pretrain" and (Path(ds) / "train.json").is_file():
+        if (Path(ds) / "train.json").is_file():
             from core.data import datasets
 
             try:
-                text = datasets.detect_format(ds) == "text"
+                fmt = datasets.detect_format(ds)
             except Exception:  # noqa: BLE001 - an unreadable dataset is the run's to report
-                text = False
-            if text:
+                fmt = None
+            if fmt == "text" and m.method != "pretrain":
                 add("text_needs_pretrain", "method.method", path=ds)
+            elif fmt in datasets.PREFERENCE_FORMATS and m.method != "dpo":
+                add("preference_needs_dpo", "method.method", path=ds)
+            elif m.method == "dpo" and fmt not in datasets.PREFERENCE_FORMATS:
+                add("dpo_needs_preference", "data.dataset_name_or_path", path=ds)
 
     def positive(sec, name, value, integer=True):
         if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0 or (integer and int(value) != value):
@@ -420,6 +488,15 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
         world_r = (len([x for x in p.devices.split(",") if x.strip()]) if p.devices else p.nproc) * max(p.nnodes, 1)
         if world_r > 1:
             add("reft_one_process", "parallel.nproc", world=world_r)
+    if m.method == "dpo":
+        positive("method", "dpo_beta", m.dpo_beta, integer=False)
+        if m.dpo_loss_type not in DPO_LOSS_TYPES:
+            add("bad_value", "method.dpo_loss_type", value=m.dpo_loss_type, expected="one of " + ", ".join(DPO_LOSS_TYPES))
+        if m.dpo_lora:
+            positive("method", "lora_rank", m.lora_rank)
+        world_d = (len([x for x in p.devices.split(",") if x.strip()]) if p.devices else p.nproc) * max(p.nnodes, 1)
+        if world_d > 1:
+            add("dpo_one_process", "parallel.nproc", world=world_d)
     if m.method == "vera":
         positive("method", "vera_rank", m.vera_rank)
     if m.method == "lokr":
@@ -434,7 +511,7 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
         add("tp_with_vera_lokr", "parallel.tensor_parallel_degree", method=m.method)
     if m.method == "qlora" and not m.weight_quantize_algo:
         add("qlora_needs_algo", "method.weight_quantize_algo")
-    if tr.flash_mask and not d.zero_padding:
+    if tr.flash_mask and not d.zero_padding and m.method != "dpo":  # DPO always packs its pairs
         add("flash_mask_needs_zero_padding", "training.flash_mask")
     if tr.fp16_opt_level == "O2" and not (tr.fp16 or tr.bf16):
         add("opt_level_needs_amp", "training.fp16_opt_level")
@@ -598,7 +675,11 @@ def load_run_file(path: str | Path, name: str | None = None) -> RunConfig:
         if isinstance(d, dict) and "method" in d and "config" in d and p.parent.name == "runs":
             cfg = load_preset(p.stem)
         else:  # a PaddleNLP argument JSON; the studio's saved configs add their launch settings
-            found = upstream.problems(d)
+            if upstream.is_dpo(d):  # llm/alignment/dpo/run_dpo.py's keys: the dpo method
+                found = upstream.problems({k: v for k, v in d.items() if k not in upstream.STUDIO_KEYS},
+                                          known=upstream.dpo_table(), script=upstream.DPO_SCRIPT)
+            else:
+                found = upstream.problems(d)
             if found:
                 raise FileProblems(p, [{**x, "message": upstream.message(x)} for x in found])
             cfg = from_saved(d, p.stem)

@@ -380,6 +380,9 @@ def make_callback(metrics_path: Path, tokens_per_step: float):
                 rec["eval_ppl"] = float(math.exp(min(rec["eval_loss"], 50)))
                 if "eval_token_accuracy" in logs:
                     rec["token_accuracy"] = float(logs["eval_token_accuracy"])
+            for k, v in logs.items():  # DPO: rewards/chosen, rewards/rejected, rewards/accuracies, rewards/margins
+                if k.startswith(("rewards/", "eval_rewards/", "logps/", "eval_logps/")) and isinstance(v, (int, float)):
+                    rec[k] = float(v)
             if "loss" in rec or "eval_loss" in rec:
                 self._write(rec)
 
@@ -428,6 +431,12 @@ def main(argv: list[str]) -> int:
     from paddlenlp.transformers import AutoModelForCausalLM, AutoTokenizer
     from paddlenlp.trl import SFTTrainer
 
+    from core.train import upstream
+
+    if upstream.is_dpo(flat):  # llm/alignment/dpo/run_dpo.py's keys: a DPO run
+        from core.train import dpo
+
+        return dpo.main(run_dir, flat, resume, sys.modules[__name__])
     phase("imports")
     model_args, data_args, training_args = split_args(flat)
     world = max(dist.get_world_size(), 1)

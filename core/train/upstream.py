@@ -54,6 +54,32 @@ QUANT_CHOICES = {
 }
 QUANTIZATION_SCRIPT = "llm/run_quantization.py"
 
+# llm/alignment/dpo/run_dpo.py parses TrainingArguments plus three dataclasses of its own
+# (llm/alignment/dpo/dpo_argument.py, not in the wheel either): their keys, types and defaults.
+DPO_SCRIPT = "llm/alignment/dpo/run_dpo.py"
+DPO_ARGUMENT_KEYS = {
+    # DPOConfig
+    "beta": ("float", False, 0.1), "simpo_gamma": ("float", False, 0.5), "label_smoothing": ("float", False, 0.0),
+    "loss_type": ("str", False, "sigmoid"), "pref_loss_ratio": ("float", False, 1.0),
+    "sft_loss_ratio": ("float", False, 0.0), "dpop_lambda": ("float", False, 50), "normalize_logps": ("bool", False, True),
+    "ref_model_update_steps": ("int", False, -1), "reference_free": ("bool", False, False), "lora": ("bool", False, False),
+    # DPODataArgument
+    "train_dataset_path": ("str", False, "./data/train.jsonl"), "dev_dataset_path": ("str", False, "./data/dev.jsonl"),
+    "max_seq_len": ("int", False, 4096), "max_prompt_len": ("int", False, 2048), "greedy_zero_padding": ("bool", False, False),
+    "lazy": ("bool", False, False),
+    # DPOModelArgument
+    "model_name_or_path": ("str", False, None), "tokenizer_name_or_path": ("str", True, None),
+    "use_flash_attention": ("bool", False, False), "flash_mask": ("bool", False, False),
+    "recompute_granularity": ("str", False, "full"), "use_attn_mask_startend_row_indices": ("bool", False, True),
+    "lora_rank": ("int", False, 8), "lora_alpha": ("int", False, -1), "rslora": ("bool", False, False),
+    "rslora_plus": ("bool", False, False), "lora_plus_scale": ("float", False, 1.0), "lora_path": ("str", True, None),
+    "weight_quantize_algo": ("str", True, None),
+    # DPOTrainingArguments (on top of TrainingArguments)
+    "unified_checkpoint": ("bool", False, True), "autotuner_benchmark": ("bool", False, False),
+    "benchmark": ("bool", False, False),
+}
+DPO_CHOICES = {"loss_type": ["sigmoid", "hinge", "ipo", "kto_pair", "sppo_hard", "nca_pair", "dpop", "or", "simpo"]}
+
 # Keys the studio adds to the configs it saves (launch settings); never passed to PaddleNLP.
 STUDIO_KEYS = {"studio_parallel": "dict", "studio_method": "str"}
 # str-typed upstream fields whose help text lists the accepted values
@@ -90,7 +116,7 @@ WHAT_TO_DO = {
     "pretrain": "the studio trains on its own dataset folders: import raw text with `paddle-studio data import` "
                 "and use the pretrain method",
     "kto": "preference training is not in the studio yet",
-    "dpo": "preference training is not in the studio yet",
+    "dpo": "the studio trains it with the dpo method (`paddle-studio train FILE` reads run_dpo.py's keys)",
     "reward": "reward-model training is not in the studio yet",
     "embedding": "embedding training is not in the studio yet",
 }
@@ -263,6 +289,23 @@ def quant_table() -> dict:
     for key, (tp, optional) in QUANT_ARGUMENT_KEYS.items():
         t[key] = {"type": tp, "optional": optional, "choices": QUANT_CHOICES.get(key)}
     return t
+
+
+def dpo_table() -> dict:
+    """The keys llm/alignment/dpo/run_dpo.py accepts: TrainingArguments' plus its own dataclasses'."""
+    import dataclasses
+
+    from paddlenlp.trainer import TrainingArguments
+
+    names = {f.name for f in dataclasses.fields(TrainingArguments) if f.init}
+    t = {k: v for k, v in table().items() if k in names}
+    for key, (tp, optional, _default) in DPO_ARGUMENT_KEYS.items():
+        t[key] = {"type": tp, "optional": optional, "choices": DPO_CHOICES.get(key)}
+    return t
+
+
+def is_dpo(d) -> bool:
+    return isinstance(d, dict) and (entry_of(d) or ("",))[0] == "dpo"
 
 
 def is_quantization(d) -> bool:
