@@ -49,6 +49,8 @@ class Ctx:
     # only while its tab is shown (13 ticks a second on every tab made the page crawl on 2 cores)
     tab_list: list = field(default_factory=list)
     timers: list = field(default_factory=list)
+    # the Train form, for tabs that fill it in: (run name box, [(section, field)], widgets)
+    train_form: tuple | None = None
 
     def picker(self, tab, fn, inputs, outputs):
         """Register ``fn(*inputs) -> updates of outputs`` as the refresh of some workspace choices."""

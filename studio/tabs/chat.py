@@ -17,10 +17,11 @@ import time
 
 import gradio as gr
 
-from core import catalog
+from core import catalog, workspace
 from core.chat import server as serve
 from core.chat.workers import load, unload, worker_for
-from studio.locales import t
+from core.data import preferences
+from studio.locales import TEXT, t
 
 UPDATE_S = 0.1  # the most often a streaming answer is sent to the page
 
@@ -195,6 +196,15 @@ def build_chat_tab(ctx):
             regen = tr(gr.Button(ctx.text("chat.regenerate"), elem_id="chat-regen"), "chat.regenerate", "value")
             clear = tr(gr.Button(ctx.text("chat.clear"), elem_id="chat-clear"), "chat.clear", "value")
         note = gr.Markdown(elem_id="chat-note")
+        with gr.Row():  # compare mode: keep the better answer as a preference pair, then train DPO on them
+            pref_name = tr(gr.Textbox("chat-prefs", label=ctx.text("chat.pref_dataset"), scale=2, elem_id="chat-pref-name"),
+                           "chat.pref_dataset")
+            a_better = tr(gr.Button(ctx.text("chat.a_better"), scale=1, elem_id="chat-a-better"), "chat.a_better", "value")
+            b_better = tr(gr.Button(ctx.text("chat.b_better"), scale=1, elem_id="chat-b-better"), "chat.b_better", "value")
+            train_dpo = tr(gr.Button(ctx.text("chat.train_dpo"), scale=1, elem_id="chat-train-dpo"), "chat.train_dpo",
+                           "value")
+        pref_note = gr.Markdown(elem_id="chat-pref-note")
+        to_train = gr.Textbox(visible=False)  # set when the Train form was filled in: the page then shows Train
         with tr(gr.Accordion(ctx.text("chat.api"), open=False), "chat.api"):
             api = gr.Code(language="shell", interactive=False, elem_id="chat-api")
     lang = ctx.lang
@@ -270,6 +280,35 @@ def build_chat_tab(ctx):
     unload_btn.click(do_unload, inputs=[model_a, model_b, lang], outputs=status)
     for dd in (model_a, model_b):
         dd.change(describe, inputs=[model_a, model_b, lang], outputs=status, show_progress="hidden")
+
+    def prefer(better, ha, hb, sys_, name, lg):
+        try:
+            rec = preferences.record(plain(ha), plain(hb), better, sys_)
+            meta = preferences.append((name or "").strip(), rec)
+        except preferences.PreferenceError as e:
+            return t("error.prefix", lg) + (t(f"chat.pref_{e.code}", lg, **e.params) if f"chat.pref_{e.code}" in TEXT else str(e))
+        except OSError as e:
+            return t("error.prefix", lg) + t("error.unexpected", lg, detail=str(e))
+        return t("chat.pref_saved", lg, side=better.upper(), name=meta["name"], n=meta["train"])
+
+    a_better.click(lambda *v: prefer("a", *v), inputs=[chat_a, chat_b, system, pref_name, lang], outputs=pref_note,
+                   show_progress="hidden")
+    b_better.click(lambda *v: prefer("b", *v), inputs=[chat_a, chat_b, system, pref_name, lang], outputs=pref_note,
+                   show_progress="hidden")
+    run_name, spec, widgets = ctx.train_form
+
+    def fill_train(name, a, lg):
+        from studio.tabs.train import config_to_values
+
+        name = (name or "").strip()
+        d = workspace.datasets_dir() / name
+        if not name or not (d / "train.json").is_file():
+            return [t("chat.pref_none", lg, name=name), ""] + [gr.skip()] * (len(widgets) + 1)
+        cfg = preferences.dpo_config(d, a.partition(":")[2] if a else None)
+        return [t("chat.pref_filled", lg, name=name), "train"] + [cfg.name, *config_to_values(spec, cfg)]
+
+    ctx.go_to(train_dpo.click(fill_train, inputs=[pref_name, model_a, lang],
+                              outputs=[pref_note, to_train, run_name, *widgets]), "train", to_train)
 
     def lists():
         c = model_choices()

@@ -64,13 +64,22 @@ def run_ids() -> list[str]:
 def curve_figures(series: dict[str, list[dict]], lang: str, log_y: bool):
     """(loss and eval-loss figure, tokens/s and learning-rate figure) — one line per run and metric."""
     loss, speed = {}, {}
+    dpo = any(r.get("rewards/margins") is not None for records in series.values() for r in records)
     for prefix, records in series.items():
         for key in ("loss", "eval_loss"):
             loss[f"{prefix}{key}"] = [(r["step"], r[key]) for r in records if r.get(key) is not None]
+        if dpo:  # a DPO run: its rewards instead of speed (the speed is in the progress line)
+            for key in DPO_CURVES:
+                speed[f"{prefix}{key}"] = [(r["step"], r[key]) for r in records if r.get(key) is not None]
+            continue
         speed[f"{prefix}tokens/s"] = [(r["step"], r["tokens_per_sec"]) for r in records if r.get("tokens_per_sec")]
         speed[f"{prefix}lr ×1e4"] = [(r["step"], r["lr"] * 1e4) for r in records if r.get("lr") is not None]
     return (line_figure(loss, t("runs.curve", lang), "step", "loss", log_y=log_y),
-            line_figure(speed, t("runs.speed", lang), "step", ""))
+            line_figure(speed, t("runs.rewards" if dpo else "runs.speed", lang), "step", ""))
+
+
+DPO_CURVES = ("rewards/chosen", "rewards/rejected", "rewards/margins", "rewards/accuracies", "eval_rewards/margins",
+              "eval_rewards/accuracies")
 
 
 def curve_caption(run_id: str, records: list[dict], lang: str) -> str:

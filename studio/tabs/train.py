@@ -24,7 +24,7 @@ from studio.locales import FIELD_HELP_ZH, field_label, t
 MAIN_FIELDS = {
     "model": ["model_name_or_path"],
     "data": ["dataset_name_or_path", "src_length", "max_length"],
-    "method": ["method", "lora_rank", "num_prefix_tokens", "vera_rank", "lokr_dim", "reft_position", "reft_rank"],
+    "method": ["method", "lora_rank", "num_prefix_tokens", "vera_rank", "lokr_dim", "reft_position", "reft_rank", "dpo_beta"],
     "training": ["per_device_train_batch_size", "learning_rate", "num_train_epochs", "max_steps", "eval_steps", "save_steps"],
     "parallel": ["nproc"],
 }
@@ -231,6 +231,7 @@ def build_train_tab(ctx):
         meta = next(f for f in fields(SECTION_CLASSES[section]) if f.name == fname)
         ctx.tr_fn(w, "info", lambda lg, n=fname, h=meta.metadata.get("help", ""): _help(n, h, lg))
         ctx.tr_fn(w, "label", lambda lg, n=fname: field_label(n, lg))
+    ctx.train_form = (run_name, spec, widgets)
     model_w = widgets[spec.index(("model", "model_name_or_path"))]
     data_w = widgets[spec.index(("data", "dataset_name_or_path"))]
     ctx.picker(tab, lambda: (gr.update(choices=model_choices()), gr.update(choices=dataset_choices()),
