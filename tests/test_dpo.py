@@ -175,3 +175,46 @@ def test_dpo_lora_raises_margin_likelihood_and_exact_match(home, monkeypatch):
         scores[label] = json.loads(r.stdout)["exact_match"]
     print(f"exact match {scores['base']:.3f} -> {scores['dpo']:.3f}")
     assert scores["dpo"] >= scores["base"] + 0.1
+    # its LoRA adapter merges like any other
+    out = home / "models" / "dpo-merged"
+    r = cli("merge", "--adapter", str(adapter), "--out", str(out), "--json", home=home)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout)["check"]["max_abs_diff"] < 1e-4
+
+
+@pytest.mark.slow
+def test_a_dpo_run_whose_batches_break_the_collator_fails_fast(home, tmp_path, monkeypatch):
+    """Upstream's preference_collate_fn given rows that were not packed (the trap of issue 14: it raised
+    in a DataLoader thread and the process hung for 600 s) fails the run within 30 s with the error."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from tests.test_runs import ROOT, processes_of
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import sys\n"
+        "if sys.argv and sys.argv[0].endswith('entry.py'):\n"
+        "    import paddlenlp.datasets as d\n"
+        "    d.ZeroPaddingMapDataset = lambda rows, **kw: d.MapDataset(rows)  # rows left unpacked\n")
+    monkeypatch.setenv("PADDLE_STUDIO_HOME", str(home))
+    cfg = dpo_config(home, "dpo-broken")
+    cfg.training.max_steps = 5
+    cfg.training.evaluation_strategy, cfg.training.save_strategy = "no", "no"
+    f = tmp_path / "dpo.json"
+    f.write_text(json.dumps(cfg.to_paddlenlp()))
+    r = subprocess.run([sys.executable, "-m", "core.cli", "train", str(f), "--name", "dpo-broken", "--detach", "--json"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PADDLE_STUDIO_HOME": str(home),
+                            "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])})
+    assert r.returncode == 0, r.stderr
+    run_id = json.loads(r.stdout)["run_id"]
+    t0 = time.time()
+    wait_for(lambda: runs.status(run_id)["state"] not in ("queued", "running"), 120, 0.2)
+    st = runs.status(run_id)
+    assert st["state"] == "failed" and "the data collator failed: ValueError" in st["reason"], st
+    assert time.time() - t0 < 30
+    wait_for(lambda: not processes_of(runs.run_dir(run_id)), 10)
