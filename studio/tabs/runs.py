@@ -234,12 +234,12 @@ OUT_KEYS = ["view", "status", "progress", "caption", "plot", "speed", "log", "co
 def build_runs_tab(ctx, started):
     """``started`` is the Train tab's gr.State holding the run id it started last."""
     tr = ctx.tr
-    with tr(gr.Tab(ctx.text("runs.tab"), id="runs", elem_id="tab-runs"), "runs.tab"):
+    with tr(gr.Tab(ctx.text("runs.tab"), id="runs", elem_id="tab-runs"), "runs.tab") as runs_tab:
         table = tr(gr.HTML(runs_table(ctx.initial_lang), label=ctx.text("runs.list"), show_label=True, container=True,
                            elem_id="runs-list"), "runs.list")
         with gr.Row():
             ids = run_ids()
-            pick = tr(gr.Dropdown(ids, value=ids[0] if ids else None, label=ctx.text("runs.pick"), elem_id="runs-pick"),
+            pick = tr(gr.Dropdown(ids, value=None, label=ctx.text("runs.pick"), elem_id="runs-pick"),
                       "runs.pick")
             compare = tr(gr.Dropdown(["", *ids], value="", label=ctx.text("runs.compare"), elem_id="runs-compare"),
                          "runs.compare")
@@ -342,6 +342,11 @@ def build_runs_tab(ctx, started):
     for c in (pick, compare, log_y):
         c.change(select, inputs=[pick, compare, lang, log_y], outputs=outs, show_progress="hidden")
     refresh.click(lists, inputs=[lang, pick, compare], outputs=[table, list_sig, pick, compare])
+    # showing the tab lists the runs and picks the newest at once (the pick starts empty, so its
+    # change event draws the view), whatever the timers are doing: after a studio restart under
+    # load the view once stayed empty for over 60 s while it waited for them
+    runs_tab.select(lists, inputs=[lang, pick, compare], outputs=[table, list_sig, pick, compare],
+                    show_progress="hidden")
     started.change(follow_started, inputs=[started, lang], outputs=[pick, table, list_sig], show_progress="hidden")
     for btn, action in ((stop_btn, "stop"), (resume_btn, "resume"), (cont_btn, "continue")):
         btn.click(lambda r, m, lg, a=action: act(a, r, m, lg), inputs=[pick, more, lang], outputs=action_msg)
