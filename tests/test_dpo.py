@@ -218,3 +218,27 @@ def test_a_dpo_run_whose_batches_break_the_collator_fails_fast(home, tmp_path, m
     assert st["state"] == "failed" and "the data collator failed: ValueError" in st["reason"], st
     assert time.time() - t0 < 30
     wait_for(lambda: not processes_of(runs.run_dir(run_id)), 10)
+
+
+@pytest.mark.slow
+def test_a_dpo_run_continues_from_its_checkpoint(home, monkeypatch):
+    """Continue (like any run): more steps from the last complete checkpoint, the adapter and the
+    optimizer state reloaded by PaddleNLP's trainer, rewards still logged."""
+    monkeypatch.setenv("PADDLE_STUDIO_HOME", str(home))
+    cfg = dpo_config(home, "dpo-continue")
+    cfg.training.max_steps, cfg.training.save_steps = 10, 5
+    cfg.training.evaluation_strategy = "no"
+    run_id = runs.create(cfg)
+    runs.start(run_id)
+    wait_for(lambda: runs.status(run_id)["state"] not in ("queued", "running"), 600, 0.5)
+    assert runs.status(run_id)["state"] == "succeeded", runs.status(run_id)
+    runs.continue_run(run_id, steps=6)
+    wait_for(lambda: runs.status(run_id)["state"] not in ("queued", "running"), 600, 0.5)
+    assert runs.status(run_id)["state"] == "succeeded", runs.status(run_id)
+    d = runs.run_dir(run_id)
+    recs = [json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines()]
+    begins = [r["step"] for r in recs if r.get("event") == "train_begin"]
+    assert begins == [0, 10]
+    later = [r for r in recs if "loss" in r and r["step"] > 10]
+    assert [r["step"] for r in later] == list(range(11, 17)) and all("rewards/margins" in r for r in later)
+    assert json.loads((d / "output" / "studio_model.json").read_text())["steps"] == 16
