@@ -242,3 +242,50 @@ def test_a_dpo_run_continues_from_its_checkpoint(home, monkeypatch):
     later = [r for r in recs if "loss" in r and r["step"] > 10]
     assert [r["step"] for r in later] == list(range(11, 17)) and all("rewards/margins" in r for r in later)
     assert json.loads((d / "output" / "studio_model.json").read_text())["steps"] == 16
+
+
+@pytest.mark.slow
+def test_kill9_of_each_process_of_a_dpo_run_then_resume(home, monkeypatch):
+    """kill -9 of the training process, then (resumed) of its supervisor: each time the run fails with a
+    reason, no process of it is left, and resume goes on from the newest complete checkpoint to the end."""
+    import os
+
+    import psutil
+
+    from tests.test_runs import processes_of
+
+    monkeypatch.setenv("PADDLE_STUDIO_HOME", str(home))
+    cfg = dpo_config(home, "dpo-kill")
+    cfg.training.max_steps, cfg.training.save_steps, cfg.training.save_total_limit = 400, 5, 100
+    cfg.training.evaluation_strategy = "no"
+    run_id = runs.create(cfg)
+    d = runs.run_dir(run_id)
+    runs.start(run_id)
+
+    def kill_then_check(victim, says, ckpt_step):
+        wait_for(lambda: (d / "output" / f"checkpoint-{ckpt_step}" / "studio_checkpoint.json").is_file(), 300, 0.1)
+        st = runs.status(run_id)
+        pid = st["pid"] if victim == "trainer" else st["supervisor_pid"]
+        assert psutil.pid_exists(pid)
+        os.kill(pid, 9)
+        wait_for(lambda: runs.status(run_id)["state"] == "failed", 120, 0.2)
+        reason = runs.status(run_id)["reason"]
+        assert says in reason and "Traceback" not in reason, reason
+        wait_for(lambda: not processes_of(d), 20, 0.2)  # no orphan process of the run
+        print(f"kill -9 of the {victim}: {reason}")
+        return runs.last_checkpoint(d)
+
+    # a one-process run: the supervisor and the training process it started
+    done = kill_then_check("trainer", "killed (SIGKILL)", 5)
+    runs.resume(run_id)
+    wait_for(lambda: runs.status(run_id)["state"] == "running", 60, 0.2)
+    kill_then_check("supervisor", "", int(done.name.split("-")[1]) + 5)
+    # the last resume trains to the end; it began where the newest complete checkpoint was
+    last = runs.last_checkpoint(d)
+    runs.resume(run_id)
+    wait_for(lambda: runs.status(run_id)["state"] not in ("queued", "running"), 600, 0.5)
+    assert runs.status(run_id)["state"] == "succeeded", runs.status(run_id)
+    recs = [json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines()]
+    begins = [r["step"] for r in recs if r.get("event") == "train_begin"]
+    assert begins[0] == 0 and begins[-1] == int(last.name.split("-")[1]) and len(begins) == 3
+    assert max(r["step"] for r in recs if "loss" in r) == 400

@@ -13,9 +13,9 @@ from core import jobs
 from core.models import loading, merge, reft
 from core.train import config, runs
 from tests.conftest import link_demo
+from tests.test_lora_variants import evaluate
 from tests.test_runs import cli, wait_for
 
-LIMIT = "100"
 
 
 # ------------------------------------------------------------------ position rules (fast)
@@ -85,13 +85,6 @@ def test_config_round_trip_and_refusals(tmp_path, demo_home):
 @pytest.fixture(scope="module")
 def home(demo_home, tmp_path_factory):
     return link_demo(tmp_path_factory.mktemp("reft") / "ws", demo_home)
-
-
-def evaluate(home, *args):
-    r = cli("eval", *args, "--data", str(home / "datasets" / "demo"), "--limit", LIMIT, "--src-length", "64",
-            "--max-length", "96", "--json", home=home)
-    assert r.returncode == 0, r.stderr[-2000:]
-    return json.loads(r.stdout)
 
 
 @pytest.fixture(scope="module")

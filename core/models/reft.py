@@ -173,24 +173,15 @@ def load(model, path: str | Path) -> "Steered":
     return Steered(reft, first, last)
 
 
-def _layer():
-    import paddle
-
-    return paddle.nn.Layer
-
-
-class Steered(_layer()):
-    """A ReFTModel for inference: ``generate`` (left-padded prompts) and ``forward`` (right-padded
+class Steered:
+    """A ReFTModel for inference: ``generate`` (left-padded prompts) and a call (right-padded
     examples, with their prompt lengths) apply the interventions at the prompt's positions."""
 
     def __init__(self, reft, first: int, last: int):
-        super().__init__()
         self.reft_model = reft
-        self.model = reft.model  # a sublayer: eval(), parameters() and the device follow it
+        self.model = reft.model
         self.config = reft.model.config
         self.first, self.last = first, last
-        self.reft_info = {"position": f"f{first}+l{last}" if first and last else (f"f{first}" if first else f"l{last}"),
-                          "layers": [r["layer"] for r in reft.config.representations]}
 
     def _hooks(self, rows: list[list[int]]):
         per_key = [rows] * len(self.reft_model.sorted_keys)  # [interventions][batch][positions]
@@ -213,7 +204,11 @@ class Steered(_layer()):
             handles.remove()
             self.reft_model._reset_hook_count()
 
-    def forward(self, input_ids=None, attention_mask=None, prompt_lengths=None, **kw):
+    def eval(self):
+        self.model.eval()
+        return self
+
+    def __call__(self, input_ids=None, attention_mask=None, prompt_lengths=None, **kw):
         if prompt_lengths is None:
             raise ValueError("a ReFT model needs the prompt length of every row (prompt_lengths)")
         rows = [locations(int(n), self.first, self.last) for n in prompt_lengths]
