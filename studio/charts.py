@@ -68,15 +68,37 @@ def _layout(fig, title: str, x_title: str = "", y_title: str = "", log_y: bool =
     return fig
 
 
+LINE_POINTS = 400  # most points drawn per line (a chart of 10,000 logged steps drew them all every redraw)
+
+
+def thin(pts: list[tuple[float, float]], limit: int = LINE_POINTS) -> list[tuple[float, float]]:
+    """At most about ``limit`` of ``pts`` (in order): in each of limit/2 equal runs of points the lowest
+    and the highest, so spikes and dips stay visible; the first and last point always."""
+    if len(pts) <= limit:
+        return list(pts)
+    buckets = max(1, limit // 2)
+    keep = {0, len(pts) - 1}
+    for b in range(buckets):
+        lo, hi = b * len(pts) // buckets, (b + 1) * len(pts) // buckets
+        if lo >= hi:
+            continue
+        run = range(lo, hi)
+        keep.add(min(run, key=lambda i: pts[i][1]))
+        keep.add(max(run, key=lambda i: pts[i][1]))
+    return [pts[i] for i in sorted(keep)]
+
+
 def line_figure(series: dict[str, list[tuple[float, float]]], title: str, x_title: str = "step", y_title: str = "",
                 log_y: bool = False, height: int = 320):
-    """Lines for named series of (x, y) points; empty series are left out."""
+    """Lines for named series of (x, y) points (long ones thinned to about LINE_POINTS); empty series
+    are left out."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
     for i, (name, pts) in enumerate(series.items()):
         if not pts:
             continue
+        pts = thin(pts)
         xs, ys = [p[0] for p in pts], [p[1] for p in pts]
         fig.add_trace(go.Scatter(x=xs, y=ys, name=name, mode="lines+markers" if len(pts) < 40 else "lines",
                                  line={"color": PALETTE[i % len(PALETTE)], "width": 2}, marker={"size": 5},

@@ -106,7 +106,7 @@ def test_start_follow_succeed_and_reload(home, tmp_path):
             wait_text(page.locator("#run-status"), "succeeded", 180)
             assert loss_points(page) == 40 and loss_points(page, "eval_loss") == 2
             assert "100%" in page.locator("#run-progress").inner_text()
-            assert "loss" in page.locator("#run-log textarea").input_value()
+            assert "loss" in page.locator("#run-log pre").inner_text()
             # after a reload the run is listed, selected and drawn, from its files alone
             page.reload()
             page.get_by_role("tab", name="Runs").click()
@@ -155,7 +155,7 @@ def test_studio_restart_reattaches_then_stop_and_compare(home, tmp_path):
             wait_text(page.locator("#run-status"), f"{long} — running", 60)
             n = wait_until(lambda: loss_points(page), 30)
             wait_until(lambda: loss_points(page) > n, 60)  # still live after the restart
-            assert "loss" in page.locator("#run-log textarea").input_value()
+            assert "loss" in page.locator("#run-log pre").inner_text()
             # compare with the short run: two loss curves and the config difference
             pick(page, "runs-compare", short)
             wait_text(page.locator("#run-diff"), "max_steps 2000 6", 20)

@@ -58,3 +58,17 @@ def test_the_first_loss_point_is_drawn_at_once(workspace_home):
     assert _points(snap["plot"]) == [1]
     _append(d, [2])  # later points wait for the next redraw, as before
     assert runs_tab.snapshot("r2", None, snap["view"], "en")["plot"] == gr.skip()
+
+
+def test_long_curves_are_thinned_keeping_spikes_and_ends():
+    from studio import charts
+
+    pts = [(s, 1.0 / s) for s in range(1, 10001)]
+    pts[5000] = (5001, 50.0)  # a loss spike mid-run
+    fig = charts.line_figure({"loss": pts}, "loss")
+    xs, ys = list(fig.data[0].x), list(fig.data[0].y)
+    assert len(xs) <= charts.LINE_POINTS + 2
+    assert xs[0] == 1 and xs[-1] == 10000 and xs == sorted(xs)
+    assert 50.0 in ys and min(ys) == pts[-1][1]  # the spike and the lowest point stay drawn
+    short = [(1, 2.0), (2, 1.0)]
+    assert charts.thin(short) == short

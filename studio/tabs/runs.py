@@ -105,6 +105,12 @@ def progress_html(st: dict, p: dict, lang: str) -> str:
     )
 
 
+def log_html(text: str) -> str:
+    """The log's end in a fixed-height box that stays scrolled to its newest line (a column-reverse
+    box keeps its scroll position at the bottom) unless a person scrolled up."""
+    return f"<div class='studio-log'><pre>{escape(text)}</pre></div>"
+
+
 def status_markdown(run_id: str, st: dict, p: dict, lang: str) -> str:
     state = st.get("state", "queued")
     parts = [f"**{run_id}** — <span id='run-state'>{t(f'state.{state}', lang)}</span>"]
@@ -205,7 +211,7 @@ def snapshot(run_id: str | None, compare: str | None, view: dict | None, lang: s
         "status": status_markdown(run_id, st, p, lang),
         "progress": progress_html(st, p, lang),
         "caption": curve_caption(run_id, view["records"], lang) if redraw else gr.skip(),
-        "log": runs.tail_log(d),
+        "log": log_html(runs.tail_log(d)),
         "config": json.dumps(runs.read_json(d / "config.json", {}), indent=2, ensure_ascii=False),
         "command": (d / "command.txt").read_text(encoding="utf-8") if (d / "command.txt").is_file() else "",
         "diff": config_diff(run_id, compare, lang) if compare else "",
@@ -262,8 +268,8 @@ def build_runs_tab(ctx, started):
         with gr.Row():
             plot = gr.Plot(elem_id="run-plot", show_label=False)
             speed = gr.Plot(elem_id="run-speed", show_label=False)
-        log = tr(gr.Textbox(lines=14, max_lines=14, label=ctx.text("runs.log"), autoscroll=True, elem_id="run-log",
-                            interactive=False), "runs.log")
+        log = tr(gr.HTML(log_html(""), label=ctx.text("runs.log"), show_label=True, container=True,
+                         elem_id="run-log"), "runs.log")
         with tr(gr.Accordion(ctx.text("runs.config"), open=False), "runs.config"):
             command = gr.Code(language="shell", interactive=False, elem_id="run-command")
             cfg_json = gr.Code(language="json", interactive=False, elem_id="run-config")
