@@ -11,7 +11,7 @@ from datetime import datetime
 import gradio as gr
 
 from core import jobs
-from studio.charts import duration, progress_bar
+from studio.charts import duration, log_html, progress_bar
 from studio.locales import t
 
 TICK = 1.0
@@ -50,8 +50,8 @@ class JobPanel:
         self.sig = gr.State(None)
         self.status = gr.Markdown(elem_id=f"{prefix}-job-status")
         self.progress = gr.HTML(elem_id=f"{prefix}-job-progress")
-        self.log = ctx.tr(gr.Textbox(lines=8, max_lines=8, label=ctx.text("jobs.log"), autoscroll=True, interactive=False,
-                                     elem_id=f"{prefix}-log"), "jobs.log")
+        self.log = ctx.tr(gr.HTML(log_html("", 8), label=ctx.text("jobs.log"), show_label=True, container=True,
+                                  elem_id=f"{prefix}-log"), "jobs.log")
         self.outputs = [self.sig, self.status, self.progress, self.log, *self.result_outputs]
         ctx.watch(TICK, lambda job: jobs.signature(job) if job else None, [self.job], self.watch,
                   [self.job, self.sig, ctx.lang], self.outputs)
@@ -60,19 +60,19 @@ class JobPanel:
 
     def render(self, job_id: str | None, lang: str) -> list:
         if not job_id:
-            return [None, "", "", "", *([gr.skip()] * len(self.result_outputs))]
+            return [None, "", "", log_html("", 8), *([gr.skip()] * len(self.result_outputs))]
         sig = jobs.signature(job_id)
         try:
             info = jobs.show(job_id)
         except (FileNotFoundError, ValueError):
-            return [None, "", "", "", *([gr.skip()] * len(self.result_outputs))]
+            return [None, "", "", log_html("", 8), *([gr.skip()] * len(self.result_outputs))]
         st, pr = info["status"], info.get("progress") or {}
         state = st.get("state", "queued")
         frac = 1.0 if state == "succeeded" else pr.get("fraction")
         text = t(f"state.{state}", lang) if state in jobs.FINAL else (pr.get("text") or t(f"state.{state}", lang))
         res = self.render_result(info, lang) if self.render_result else []
         return [sig, status_line(info, lang), progress_bar(frac, text, f"{self.prefix}-progress", state),
-                jobs.read_log(job_id), *res]
+                log_html(jobs.read_log(job_id), 8), *res]
 
     def watch(self, job_id, sig, lang):
         if not job_id or jobs.signature(job_id) == sig:

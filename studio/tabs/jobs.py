@@ -12,7 +12,7 @@ import gradio as gr
 
 from core import catalog, demo, jobs, workspace
 from core.train import runs
-from studio.charts import html_table, progress_bar
+from studio.charts import html_table, log_html, progress_bar
 from studio.locales import refusal, t
 
 TICK = 2.0
@@ -29,7 +29,7 @@ def table_html(rows: list[dict], lang: str) -> str:
 def detail(item_id: str | None, lang: str) -> tuple[str, str, str, str, str, dict]:
     """(status line, progress bar, command, log, result json, stop button update) of a run or job."""
     if not item_id:
-        return "", "", "", "", "", gr.update(interactive=False)
+        return "", "", "", log_html("", 12), "", gr.update(interactive=False)
     try:
         if (workspace.runs_dir() / item_id / "studio.json").is_file():
             info = runs.show(item_id)
@@ -52,12 +52,12 @@ def detail(item_id: str | None, lang: str) -> tuple[str, str, str, str, str, dic
             result = json.dumps(res, indent=2, ensure_ascii=False)[:20000] if res is not None else ""
             kind = info["kind"]
     except (FileNotFoundError, ValueError):
-        return t("jobs.gone", lang, id=item_id), "", "", "", "", gr.update(interactive=False)
+        return t("jobs.gone", lang, id=item_id), "", "", log_html("", 12), "", gr.update(interactive=False)
     state = st.get("state", "queued")
     line = f"**{item_id}** ({t(f'jobs.kind_{kind}', lang)}) — <span id='jobs-state'>{t(f'state.{state}', lang)}</span>"
     if st.get("reason") and state != "succeeded":
         line += " · " + t("runs.reason", lang, reason=st["reason"])
-    return (line, progress_bar(frac, text, "jobs-progress", state), command, log, result,
+    return (line, progress_bar(frac, text, "jobs-progress", state), command, log_html(log, 12), result,
             gr.update(interactive=state in jobs.ACTIVE))
 
 
@@ -91,8 +91,8 @@ def build_jobs_tab(ctx):
         msg = gr.Markdown(elem_id="jobs-msg")
         command = tr(gr.Code(language="shell", interactive=False, label=ctx.text("jobs.command"), elem_id="jobs-command"),
                      "jobs.command")
-        log = tr(gr.Textbox(lines=12, max_lines=12, label=ctx.text("jobs.log"), autoscroll=True, interactive=False,
-                            elem_id="jobs-log"), "jobs.log")
+        log = tr(gr.HTML(log_html("", 12), label=ctx.text("jobs.log"), show_label=True, container=True,
+                         elem_id="jobs-log"), "jobs.log")
         with tr(gr.Accordion(ctx.text("jobs.result"), open=False), "jobs.result"):
             result = gr.Code(language="json", interactive=False, elem_id="jobs-result")
         sig = gr.State(None)

@@ -16,7 +16,7 @@ from html import escape
 import gradio as gr
 
 from core.train import runs
-from studio.charts import html_table, line_figure, num
+from studio.charts import html_table, line_figure, log_html, num
 from studio.locales import t
 
 TICK = 2.0
@@ -73,9 +73,10 @@ def curve_figures(series: dict[str, list[dict]], lang: str, log_y: bool):
                 speed[f"{prefix}{key}"] = [(r["step"], r[key]) for r in records if r.get(key) is not None]
             continue
         speed[f"{prefix}tokens/s"] = [(r["step"], r["tokens_per_sec"]) for r in records if r.get("tokens_per_sec")]
-        speed[f"{prefix}lr ×1e4"] = [(r["step"], r["lr"] * 1e4) for r in records if r.get("lr") is not None]
+        speed[f"{prefix}lr"] = [(r["step"], r["lr"]) for r in records if r.get("lr") is not None]
     return (line_figure(loss, t("runs.curve", lang), "step", "loss", log_y=log_y),
-            line_figure(speed, t("runs.rewards" if dpo else "runs.speed", lang), "step", ""))
+            line_figure(speed, t("runs.rewards" if dpo else "runs.speed", lang), "step", "" if dpo else "tokens/s",
+                        right=tuple(k for k in speed if k.endswith("lr"))))
 
 
 DPO_CURVES = ("rewards/chosen", "rewards/rejected", "rewards/margins", "rewards/accuracies", "eval_rewards/margins",
@@ -103,12 +104,6 @@ def progress_html(st: dict, p: dict, lang: str) -> str:
         f"background:#4e79a7;height:14px;border-radius:4px'></div></div>"
         f"<span>{t('runs.progress', lang, step=p['step'], max=p['max_steps'], pct=f'{frac * 100:.0f}')} {eta}</span></div>"
     )
-
-
-def log_html(text: str) -> str:
-    """The log's end in a fixed-height box that stays scrolled to its newest line (a column-reverse
-    box keeps its scroll position at the bottom) unless a person scrolled up."""
-    return f"<div class='studio-log'><pre>{escape(text)}</pre></div>"
 
 
 def status_markdown(run_id: str, st: dict, p: dict, lang: str) -> str:
@@ -276,7 +271,7 @@ def build_runs_tab(ctx, started):
         diff = tr(gr.HTML(label=ctx.text("runs.diff"), show_label=True, container=True, elem_id="run-diff"), "runs.diff")
         view = gr.State(None)
         list_sig = gr.State(None)
-        run_watch, list_watch = ctx.watch_parts(TICK), ctx.watch_parts(LIST_TICK)
+        run_watch = ctx.watch_parts(TICK)
 
     lang = ctx.lang
     outs = [view, status_md, progress, caption, plot, speed, log, cfg_json, command, diff, stop_btn, resume_btn, cont_btn]
@@ -286,9 +281,6 @@ def build_runs_tab(ctx, started):
         if snap is None:
             return [gr.skip()] * len(outs)
         return [snap[k] for k in OUT_KEYS]
-
-    def tick(run_id, cmp, v, lg, ly):
-        return render(run_id, cmp, v, lg, ly)
 
     def select(run_id, cmp, lg, ly):
         return render(run_id, cmp, None, lg, ly, force=True)
@@ -300,6 +292,8 @@ def build_runs_tab(ctx, started):
                 gr.update(choices=["", *ids], value=cmp if cmp in ids else ""))
 
     def list_tick(lg, sig, current, cmp):
+        """The list's updates: all of it when a run appeared or went; the table alone when a run's
+        status or metrics changed, at most every LIST_TICK seconds; nothing otherwise."""
         new = list_signature()
         if new == sig:
             return [gr.skip()] * 4
@@ -310,6 +304,23 @@ def build_runs_tab(ctx, started):
             return (runs_table(lg), new, gr.update(choices=ids, value=value),
                     gr.update(choices=["", *ids], value=cmp if cmp in ids else ""))
         return runs_table(lg), new, gr.skip(), gr.skip()
+
+    def tick(seen, run_id, cmp, v, lg, ly, sig):
+        """One event a tick for the whole tab (a second timer for the list cost the page an event
+        of its own every few seconds): the run's view when its files changed, the list when runs
+        changed."""
+        seen = dict(seen or {})
+        now = time.monotonic()
+        run_probe = probe(run_id, cmp)
+        view_out = [gr.skip()] * len(outs)
+        if run_probe != seen.get("run"):
+            seen["run"] = run_probe
+            view_out = render(run_id, cmp, v, lg, ly)
+        list_out = [gr.skip()] * 4
+        if now - seen.get("listed", 0.0) >= LIST_TICK or not seen.get("listed"):
+            list_out = list_tick(lg, sig, run_id, cmp)
+            seen["listed"] = now
+        return [seen, *view_out, *list_out]
 
     def follow_started(run_id, lg):
         ids = run_ids()
@@ -342,9 +353,9 @@ def build_runs_tab(ctx, started):
             out.append((r, _signature(d) if d else None, _size(d / "metrics.jsonl") if d else None))
         return out
 
-    ctx.watch(TICK, probe, [pick, compare], tick, [pick, compare, view, lang, log_y], outs, parts=run_watch, direct=True)
-    ctx.watch(LIST_TICK, list_signature, [], list_tick, [lang, list_sig, pick, compare], [table, list_sig, pick, compare],
-              parts=list_watch, direct=True)
+    timer, seen = run_watch
+    timer.tick(tick, inputs=[seen, pick, compare, view, lang, log_y, list_sig],
+               outputs=[seen, *outs, table, list_sig, pick, compare], show_progress="hidden", concurrency_limit=None)
     for c in (pick, compare, log_y):
         c.change(select, inputs=[pick, compare, lang, log_y], outputs=outs, show_progress="hidden")
     refresh.click(lists, inputs=[lang, pick, compare], outputs=[table, list_sig, pick, compare])
