@@ -330,14 +330,14 @@ def watch_pickers(ctx: Ctx) -> None:
 # leave "pending"; the page's own loading tracker is removed while still pending, so its loop runs
 # for as long as the page is open: ~60 frames a second of main-thread, compositor and display work
 # on an idle page. Such loops (a short callback that reads performance.now() and calls itself
-# again) get a frame every 0.25 s instead; the elapsed time a shown tracker prints (tenths of a
-# second) still moves. Installed before Gradio's modules load: they keep their own reference to
+# again) get a frame a second instead (at 4 a second they still cost an idle page ~0.5 CPU-s a
+# minute); the elapsed time a shown tracker prints moves once a second. Installed before Gradio's modules load: they keep their own reference to
 # requestAnimationFrame, so a later wrapper (Blocks' head=) is never called.
 RAF_GUARD_JS = (
     "(() => { const raf = window.requestAnimationFrame.bind(window); const src = Function.prototype.toString;"
     " const elapsed = /^\\(\\)\\s*=>\\s*\\{.*performance\\.now\\(\\).*&&\\s*[\\w$]+\\(\\)\\s*;?\\s*\\}$/s;"
     " window.requestAnimationFrame = function (cb) { let s = ''; try { s = src.call(cb); } catch (e) {}"
-    " if (s.length < 160 && elapsed.test(s)) { setTimeout(() => raf(cb), 250); return 0; } return raf(cb); }; })();"
+    " if (s.length < 160 && elapsed.test(s)) { setTimeout(() => raf(cb), 1000); return 0; } return raf(cb); }; })();"
 )
 
 

@@ -72,3 +72,24 @@ def test_long_curves_are_thinned_keeping_spikes_and_ends():
     assert 50.0 in ys and min(ys) == pts[-1][1]  # the spike and the lowest point stay drawn
     short = [(1, 2.0), (2, 1.0)]
     assert charts.thin(short) == short
+
+
+def test_the_second_chart_redraws_at_half_the_pace_while_training(workspace_home, monkeypatch):
+    clock = [1000.0]
+    monkeypatch.setattr(runs_tab.time, "monotonic", lambda: clock[0])
+    d = _write_run(workspace_home, "r3", "running")
+    _append(d, [1])
+    snap = runs_tab.snapshot("r3", None, None, "en", force=True)
+    assert snap["plot"] != gr.skip() and snap["speed"] != gr.skip()
+    drawn = []
+    for i in range(2, 6):  # a new point every FIGURE_EVERY seconds
+        clock[0] += runs_tab.FIGURE_EVERY
+        _append(d, [i])
+        snap = runs_tab.snapshot("r3", None, snap["view"], "en")
+        drawn.append((snap["plot"] != gr.skip(), snap["speed"] != gr.skip()))
+    assert drawn == [(True, False), (True, True), (True, False), (True, True)]
+    jobs.write_status(d, state="succeeded", finished=jobs.now())  # the end draws both at once
+    clock[0] += 1
+    _append(d, [6])
+    snap = runs_tab.snapshot("r3", None, snap["view"], "en")
+    assert snap["plot"] != gr.skip() and snap["speed"] != gr.skip()

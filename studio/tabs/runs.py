@@ -20,7 +20,7 @@ from studio.charts import html_table, line_figure, log_html, num
 from studio.locales import t
 
 TICK = 2.0
-FIGURE_EVERY = 6.0  # seconds between two redraws of a training run's charts (at 3 s, Plotly redraws cost the page ~2 CPU-s a minute)
+FIGURE_EVERY = 6.0  # seconds between two redraws of a training run's loss chart, twice that for its second chart
 LIST_TICK = 6.0
 
 
@@ -199,9 +199,17 @@ def snapshot(run_id: str | None, compare: str | None, view: dict | None, lang: s
     has_loss = any(r.get("loss") is not None for r in view["records"])
     first = has_loss and not view.get("drawn_loss")
     redraw = force or first or (undrawn and (not active or now - view.get("drawn", 0.0) >= FIGURE_EVERY))
+    # the second chart (speed and learning rate, or DPO rewards) is watched less: every other redraw
+    # of the loss while the run trains (each Plotly redraw costs the page ~10 ms of main thread)
+    second = redraw and (force or first or not active or counts != view.get("second_counts")
+                         and now - view.get("second_drawn", 0.0) >= 2 * FIGURE_EVERY)
     if redraw:
         view["drawn"], view["drawn_counts"], view["drawn_loss"] = now, counts, has_loss
+    if second:
+        view["second_drawn"], view["second_counts"] = now, counts
     loss_fig, speed_fig = curve_figures(series, lang, log_y) if redraw else (gr.skip(), gr.skip())
+    if not second:
+        speed_fig = gr.skip()
     out = {
         "status": status_markdown(run_id, st, p, lang),
         "progress": progress_html(st, p, lang),
