@@ -331,8 +331,9 @@ def watch_pickers(ctx: Ctx) -> None:
 # for as long as the page is open: ~60 frames a second of main-thread, compositor and display work
 # on an idle page. Such loops (a short callback that reads performance.now() and calls itself
 # again) get a frame a second instead (at 4 a second they still cost an idle page ~0.5 CPU-s a
-# minute); the elapsed time a shown tracker prints moves once a second. Installed before Gradio's modules load: they keep their own reference to
-# requestAnimationFrame, so a later wrapper (Blocks' head=) is never called.
+# minute); the elapsed time a shown tracker prints moves once a second. Installed before Gradio's
+# modules load: they keep their own reference to requestAnimationFrame, so a later wrapper
+# (Blocks' head=) is never called.
 RAF_GUARD_JS = (
     "(() => { const raf = window.requestAnimationFrame.bind(window); const src = Function.prototype.toString;"
     " const elapsed = /^\\(\\)\\s*=>\\s*\\{.*performance\\.now\\(\\).*&&\\s*[\\w$]+\\(\\)\\s*;?\\s*\\}$/s;"
@@ -341,60 +342,22 @@ RAF_GUARD_JS = (
 )
 
 
-# Gradio 6.17's Blocks pushes the loading status of *every* component that any event ever touched
-# to the page at each status change of any event (pending, started, complete), and each push
-# searches the whole component tree for its component: ~3 pushes per event times every picker,
-# output and label of the app. With a run followed in the Runs tab (one event every 2 s) that walk
-# was half of the page's main-thread time (2.9 of 5.9 CPU-s a minute, CDP profile). Served with
-# this change, a push goes only to the components whose status changed since it last went out.
-LOADING_PUSH = (
-    "async update_loading_stati_state(){for(const[e,i]of Object.entries(this.loading_stati.current))"
-    "this.update_state_cb(Number(e),{loading_status:i},!1)}",
-    "async update_loading_stati_state(){const m=this.__studio_sent||(this.__studio_sent=new Map);"
-    "for(const[e,i]of Object.entries(this.loading_stati.current)){const k=JSON.stringify(i);"
-    "if(m.get(e)===k)continue;m.set(e,k);this.update_state_cb(Number(e),{loading_status:i},!1)}}",
-)
-ASSET_PATCHES = {"Blocks-": [LOADING_PUSH]}  # asset name prefix -> (exact text, replacement) pairs
-
-
-def patch_asset(name: str, body: bytes) -> bytes | None:
-    """``body`` of the Gradio asset ``name`` with ASSET_PATCHES applied; None when none applies. A
-    patch whose text is not found exactly once is left out with a warning on stderr (another
-    Gradio release): the page then works as Gradio ships it, only costlier."""
-    for prefix, patches in ASSET_PATCHES.items():
-        if not (name.startswith(prefix) and name.endswith(".js")):
-            continue
-        text, done = body.decode("utf-8"), False
-        for old, new in patches:
-            if text.count(old) == 1:
-                text, done = text.replace(old, new), True
-            elif new not in text:
-                sys.stderr.write(f"paddle-studio: {name} is not the Gradio asset this studio patches; served as it is\n")
-        return text.encode("utf-8") if done else None
-    return None
-
-
-class PagePatches:
-    """ASGI middleware: puts ``script`` first in the <head> of every HTML page the app serves, and
-    serves Gradio's front-end assets named in ASSET_PATCHES with their patches."""
+class EarlyScript:
+    """ASGI middleware: puts ``script`` first in the <head> of every HTML page the app serves."""
 
     def __init__(self, app, script: str):
         self.app, self.tag = app, f"<script>{script}</script>".encode()
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope.get("method") != "GET":
+        if scope["type"] != "http" or scope.get("method") not in ("GET", "HEAD"):
             return await self.app(scope, receive, send)
-        name = scope.get("path", "").rsplit("/", 1)[-1]
-        asset = "/assets/" in scope.get("path", "") and any(name.startswith(p) for p in ASSET_PATCHES)
         start, chunks = None, []
 
         async def wrapped(message):
             nonlocal start
             if message["type"] == "http.response.start":
                 headers = dict(message.get("headers") or [])
-                kind = headers.get(b"content-type", b"")
-                wanted = kind.startswith(b"text/html") or (asset and message.get("status") == 200)
-                if not wanted or headers.get(b"content-encoding"):
+                if not headers.get(b"content-type", b"").startswith(b"text/html") or headers.get(b"content-encoding"):
                     start = False
                     return await send(message)
                 start = message
@@ -404,19 +367,9 @@ class PagePatches:
             chunks.append(message.get("body", b""))
             if message.get("more_body"):
                 return None
-            body = b"".join(chunks)
-            drop = {b"content-length"}
-            if asset:
-                patched = patch_asset(name, body)
-                if patched is not None:
-                    # validators of the file as shipped must not let a browser keep that copy
-                    body, drop = patched, drop | {b"etag", b"last-modified", b"cache-control"}
-            else:
-                body = body.replace(b"<head>", b"<head>" + self.tag, 1)
-            headers = [(k, v) for k, v in start.get("headers", []) if k.lower() not in drop]
+            body = b"".join(chunks).replace(b"<head>", b"<head>" + self.tag, 1)
+            headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
             headers.append((b"content-length", str(len(body)).encode()))
-            if asset and b"etag" in drop:
-                headers.append((b"cache-control", b"no-cache"))
             await send({**start, "headers": headers})
             await send({"type": "http.response.body", "body": body})
 
@@ -562,6 +515,6 @@ def main(host: str = "127.0.0.1", port: int = 7860, auth: str | None = None, lan
         allowed_paths=[str(workspace.home())],
         quiet=False,
         ssr_mode=False,
-        app_kwargs={"middleware": [Middleware(PagePatches, script=RAF_GUARD_JS)]},
+        app_kwargs={"middleware": [Middleware(EarlyScript, script=RAF_GUARD_JS)]},
     )
     return 0

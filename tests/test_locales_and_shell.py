@@ -89,20 +89,3 @@ def test_cli_refuses_public_bind_without_auth():
         cwd=ROOT, capture_output=True, text=True, timeout=60,
     )
     assert r.returncode == 2 and "needs --auth" in r.stderr
-
-
-def test_gradio_blocks_asset_takes_the_loading_status_patch(capsys):
-    """The pinned Gradio's Blocks asset has the exact text the studio patches (an upgrade that
-    changes it shows up here, not as a slower page); an unknown asset is served as it is."""
-    import gradio
-
-    from studio import app
-
-    assets = Path(gradio.__file__).parent / "templates" / "frontend" / "assets"
-    blocks = [f for f in assets.glob("Blocks-*.js") if app.LOADING_PUSH[0] in f.read_text(encoding="utf-8")]
-    assert len(blocks) == 1, sorted(f.name for f in assets.glob("Blocks-*.js"))
-    patched = app.patch_asset(blocks[0].name, blocks[0].read_bytes()).decode()
-    assert app.LOADING_PUSH[1] in patched and app.LOADING_PUSH[0] not in patched
-    assert app.patch_asset("index-abc.js", b"whatever") is None  # not named in ASSET_PATCHES: untouched
-    assert app.patch_asset("Blocks-other.js", b"export{}") is None
-    assert "not the Gradio asset" in capsys.readouterr().err
