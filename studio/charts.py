@@ -79,13 +79,10 @@ def thin(pts: list[tuple[float, float]], limit: int = LINE_POINTS) -> list[tuple
     and the highest, so spikes and dips stay visible; the first and last point always."""
     if len(pts) <= limit:
         return list(pts)
-    buckets = max(1, limit // 2)
+    buckets = max(1, limit // 2)  # fewer than len(pts): every run has a point
     keep = {0, len(pts) - 1}
     for b in range(buckets):
-        lo, hi = b * len(pts) // buckets, (b + 1) * len(pts) // buckets
-        if lo >= hi:
-            continue
-        run = range(lo, hi)
+        run = range(b * len(pts) // buckets, (b + 1) * len(pts) // buckets)
         keep.add(min(run, key=lambda i: pts[i][1]))
         keep.add(max(run, key=lambda i: pts[i][1]))
     return [pts[i] for i in sorted(keep)]

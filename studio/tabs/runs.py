@@ -201,8 +201,8 @@ def snapshot(run_id: str | None, compare: str | None, view: dict | None, lang: s
     redraw = force or first or (undrawn and (not active or now - view.get("drawn", 0.0) >= FIGURE_EVERY))
     # the second chart (speed and learning rate, or DPO rewards) is watched less: every other redraw
     # of the loss while the run trains (each Plotly redraw costs the page ~10 ms of main thread)
-    second = redraw and (force or first or not active or counts != view.get("second_counts")
-                         and now - view.get("second_drawn", 0.0) >= 2 * FIGURE_EVERY)
+    second = redraw and (force or first or not active or (counts != view.get("second_counts")
+                                                           and now - view.get("second_drawn", 0.0) >= 2 * FIGURE_EVERY))
     if redraw:
         view["drawn"], view["drawn_counts"], view["drawn_loss"] = now, counts, has_loss
     if second:
@@ -279,7 +279,7 @@ def build_runs_tab(ctx, started):
         diff = tr(gr.HTML(label=ctx.text("runs.diff"), show_label=True, container=True, elem_id="run-diff"), "runs.diff")
         view = gr.State(None)
         list_sig = gr.State(None)
-        run_watch = ctx.watch_parts(TICK)
+        run_watch, list_watch = ctx.watch_parts(TICK), ctx.watch_parts(LIST_TICK)
 
     lang = ctx.lang
     outs = [view, status_md, progress, caption, plot, speed, log, cfg_json, command, diff, stop_btn, resume_btn, cont_btn]
@@ -300,8 +300,6 @@ def build_runs_tab(ctx, started):
                 gr.update(choices=["", *ids], value=cmp if cmp in ids else ""))
 
     def list_tick(lg, sig, current, cmp):
-        """The list's updates: all of it when a run appeared or went; the table alone when a run's
-        status or metrics changed, at most every LIST_TICK seconds; nothing otherwise."""
         new = list_signature()
         if new == sig:
             return [gr.skip()] * 4
@@ -313,22 +311,8 @@ def build_runs_tab(ctx, started):
                     gr.update(choices=["", *ids], value=cmp if cmp in ids else ""))
         return runs_table(lg), new, gr.skip(), gr.skip()
 
-    def tick(seen, run_id, cmp, v, lg, ly, sig):
-        """One event a tick for the whole tab (a second timer for the list cost the page an event
-        of its own every few seconds): the run's view when its files changed, the list when runs
-        changed."""
-        seen = dict(seen or {})
-        now = time.monotonic()
-        run_probe = probe(run_id, cmp)
-        view_out = [gr.skip()] * len(outs)
-        if run_probe != seen.get("run"):
-            seen["run"] = run_probe
-            view_out = render(run_id, cmp, v, lg, ly)
-        list_out = [gr.skip()] * 4
-        if now - seen.get("listed", 0.0) >= LIST_TICK or not seen.get("listed"):
-            list_out = list_tick(lg, sig, run_id, cmp)
-            seen["listed"] = now
-        return [seen, *view_out, *list_out]
+    def tick(run_id, cmp, v, lg, ly):
+        return render(run_id, cmp, v, lg, ly)
 
     def follow_started(run_id, lg):
         ids = run_ids()
@@ -361,9 +345,9 @@ def build_runs_tab(ctx, started):
             out.append((r, _signature(d) if d else None, _size(d / "metrics.jsonl") if d else None))
         return out
 
-    timer, seen = run_watch
-    timer.tick(tick, inputs=[seen, pick, compare, view, lang, log_y, list_sig],
-               outputs=[seen, *outs, table, list_sig, pick, compare], show_progress="hidden", concurrency_limit=None)
+    ctx.watch(TICK, probe, [pick, compare], tick, [pick, compare, view, lang, log_y], outs, parts=run_watch, direct=True)
+    ctx.watch(LIST_TICK, list_signature, [], list_tick, [lang, list_sig, pick, compare], [table, list_sig, pick, compare],
+              parts=list_watch, direct=True)
     for c in (pick, compare, log_y):
         c.change(select, inputs=[pick, compare, lang, log_y], outputs=outs, show_progress="hidden")
     refresh.click(lists, inputs=[lang, pick, compare], outputs=[table, list_sig, pick, compare])
