@@ -51,18 +51,34 @@ def browser_processes() -> list:
 METRICS = ("TaskDuration", "ScriptDuration", "LayoutDuration", "RecalcStyleDuration")
 
 
+def kind(proc) -> str:
+    """A chromium process's part: renderer (the page), gpu-process (compositing, raster), utility
+    (network), or browser (the main process)."""
+    try:
+        for arg in proc.cmdline():
+            if arg.startswith("--type="):
+                return arg[len("--type="):]
+    except psutil.Error:
+        pass
+    return "browser"
+
+
 def window(studio_proc, seconds: float, cdp) -> tuple:
-    """(studio, browser CPU seconds per minute, the page's main-thread seconds per minute by kind)
-    over ``seconds``."""
+    """(studio, browser CPU seconds per minute, the page's main-thread seconds per minute by kind,
+    the browser's CPU seconds per minute by process kind) over ``seconds``."""
     sp = psutil.Process(studio_proc.pid)
     bp = browser_processes()
     m0 = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
-    s0, b0, t0 = cpu_seconds([sp]), cpu_seconds(bp), time.monotonic()
+    each0 = {p: cpu_seconds([p]) for p in bp}
+    s0, t0 = cpu_seconds([sp]), time.monotonic()
     time.sleep(seconds)
     dt = time.monotonic() - t0
     m1 = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
     main = {k: (m1.get(k, 0) - m0.get(k, 0)) * 60 / dt for k in METRICS}
-    return (cpu_seconds([sp]) - s0) * 60 / dt, (cpu_seconds(bp) - b0) * 60 / dt, main
+    parts: dict = {}
+    for p, c0 in each0.items():
+        parts[kind(p)] = parts.get(kind(p), 0.0) + (cpu_seconds([p]) - c0) * 60 / dt
+    return (cpu_seconds([sp]) - s0) * 60 / dt, sum(parts.values()), main, parts
 
 
 def main() -> int:
@@ -147,17 +163,23 @@ def main() -> int:
     table = []
     for n in names:
         got = rows[n]
+        kinds = sorted({k for g in got for k in g[3]})
         table.append((n, med([g[0] for g in got]), med([g[1] for g in got]),
-                      {k: med([g[2][k] for g in got]) for k in METRICS}, [g[1] for g in got]))
+                      {k: med([g[2][k] for g in got]) for k in METRICS}, [g[1] for g in got],
+                      {k: med([g[3].get(k, 0.0) for g in got]) for k in kinds}))
     idle_s, idle_b = table[0][1], table[0][2]
     print(f"CPU seconds per minute, medians of {a.repeat} x {a.seconds:.0f} s windows (60 = one core busy); "
           "page = the renderer's main thread")
     print(f"{'window':32} {'studio':>8} {'browser':>8} {'studio/idle':>12} {'browser/idle':>13} "
           f"{'page':>6} {'script':>7} {'layout':>7} {'style':>6}  browser each")
-    for name, s_, b, m, each in table:
+    for name, s_, b, m, each, _ in table:
         print(f"{name:32} {s_:8.3g} {b:8.3g} {s_ / max(idle_s, 1e-9):12.3g} {b / max(idle_b, 1e-9):13.3g} "
               + " ".join(f"{m[k]:{w}.3g}" for k, w in zip(METRICS, (6, 7, 7, 6)))
               + "  " + ", ".join(f"{x:.3g}" for x in each))
+    print("browser CPU seconds per minute by chromium process (medians): "
+          "renderer = the page, gpu-process = compositing and raster, browser = chromium's main process")
+    for name, *_, parts in table:
+        print(f"{name:32} " + "  ".join(f"{k} {v:.3g}" for k, v in parts.items()))
     print(f"(studio under 5 % of a core = 3 s/min; browser {table[1][2] / 60:.1%} of a core while watching)")
     return 0
 
