@@ -76,7 +76,7 @@ def curve_figures(series: dict[str, list[dict]], lang: str, log_y: bool):
         speed[f"{prefix}lr"] = [(r["step"], r["lr"]) for r in records if r.get("lr") is not None]
     return (line_figure(loss, t("runs.curve", lang), "step", "loss", log_y=log_y),
             line_figure(speed, t("runs.rewards" if dpo else "runs.speed", lang), "step", "" if dpo else "tokens/s",
-                        right=tuple(k for k in speed if k.endswith("lr"))))
+                        right=tuple(k for k in speed if k.endswith("lr")), y_format=".3~g" if dpo else ".3~s"))
 
 
 DPO_CURVES = ("rewards/chosen", "rewards/rejected", "rewards/margins", "rewards/accuracies", "eval_rewards/margins",
