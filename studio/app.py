@@ -86,25 +86,34 @@ class Ctx:
         component directly under gr.Tabs breaks the tab bar)."""
         return self.live(seconds, gated), gr.State(None)
 
-    def watch(self, seconds: float, probe, probe_inputs, render, inputs, outputs, gated: bool = True, parts=None):
+    def watch(self, seconds: float, probe, probe_inputs, render, inputs, outputs, gated: bool = True, parts=None,
+              direct: bool = False):
         """Every ``seconds`` ask ``probe(*probe_inputs)`` for a cheap signature; only when it changed
         does ``render(*inputs)`` compute the updates of ``outputs`` (every output is skipped
-        otherwise). One event a tick, off Gradio's queue: a queued event sends the page five status
-        messages (pending twice, estimation, started, complete) and at each of them Gradio's page
-        re-pushes the loading status of every component any event ever touched, each found by a
-        walk of the component tree; an event off the queue sends three. (Off the queue a State's
-        change event is not fired, so the render runs inside the tick, not on ``seen.change``.)"""
+        otherwise): the tick's event carries one State only. A tick listing many outputs cost the
+        page a status update of each of them every time, even when all were skipped (about 90 DOM
+        mutations a second from the picker watcher alone, and chromium's renderer near a core)."""
         timer, seen = parts or self.watch_parts(seconds, gated)
-        n = len(probe_inputs)
+        if direct:
+            # outputs that change on most ticks (a training run's view): one event a tick, not two
+            n = len(probe_inputs)
 
-        def tick_render(old, *values):
-            new = probe(*values[:n])
-            if new == old:
-                return [gr.skip()] * (len(outputs) + 1)
-            return [new, *render(*values[n:])]
+            def tick_render(old, *values):
+                new = probe(*values[:n])
+                if new == old:
+                    return [gr.skip()] * (len(outputs) + 1)
+                return [new, *render(*values[n:])]
 
-        timer.tick(tick_render, inputs=[seen, *probe_inputs, *inputs], outputs=[seen, *outputs],
-                   show_progress="hidden", queue=False)
+            timer.tick(tick_render, inputs=[seen, *probe_inputs, *inputs], outputs=[seen, *outputs],
+                       show_progress="hidden", concurrency_limit=None)
+            return seen
+
+        def tick(old, *values):
+            new = probe(*values)
+            return gr.skip() if new == old else new
+
+        timer.tick(tick, inputs=[seen, *probe_inputs], outputs=[seen], show_progress="hidden", concurrency_limit=None)
+        seen.change(render, inputs=list(inputs), outputs=list(outputs), show_progress="hidden", concurrency_limit=None)
         return seen
 
     def tr_fn(self, component, attr: str, text_of):
@@ -200,9 +209,7 @@ def build_app(lang: str = "en") -> gr.Blocks:
                 updates.append(gr.update(**{attr: text_of(new_lang)}))
             return updates
 
-        # no progress shown on the ~200 relabelled components: each would join the loading statuses
-        # the page re-pushes at every later event (see quiet_progress)
-        ev = lang_radio.change(switch, inputs=lang_radio, outputs=[header, *comps], show_progress="hidden")
+        ev = lang_radio.change(switch, inputs=lang_radio, outputs=[header, *comps])
         ev.then(None, inputs=lang_radio, outputs=None, js=tab_label_js(ctx))
         for fn, inputs, outputs in ctx.relocalize:
             ev.then(fn, inputs=inputs, outputs=outputs, show_progress="hidden")
@@ -314,7 +321,7 @@ def watch_pickers(ctx: Ctx) -> None:
         return [keys, *(gr.skip() if k == s_ else u for u, k, s_ in zip(fresh, keys, last))]
 
     ctx.watch(WATCH_TICK, lambda: (catalog.signature(), _demo_signature()), [], refresh, [sent, *inputs], [sent, *outputs],
-              gated=False)
+              gated=False, direct=True)
     ctx.on_load.append((lambda last, *v: refresh(last, *v, force=True), [sent, *inputs], [sent, *outputs]))
 
 

@@ -308,8 +308,7 @@ def build_chat_tab(ctx):
         return [t("chat.pref_filled", lg, name=name), "train"] + [cfg.name, *config_to_values(spec, cfg)]
 
     ctx.go_to(train_dpo.click(fill_train, inputs=[pref_name, model_a, lang],
-                              outputs=[pref_note, to_train, run_name, *widgets], show_progress="hidden"),
-              "train", to_train)
+                              outputs=[pref_note, to_train, run_name, *widgets]), "train", to_train)
 
     def lists():
         c = model_choices()

@@ -345,9 +345,9 @@ def build_runs_tab(ctx, started):
             out.append((r, _signature(d) if d else None, _size(d / "metrics.jsonl") if d else None))
         return out
 
-    ctx.watch(TICK, probe, [pick, compare], tick, [pick, compare, view, lang, log_y], outs, parts=run_watch)
+    ctx.watch(TICK, probe, [pick, compare], tick, [pick, compare, view, lang, log_y], outs, parts=run_watch, direct=True)
     ctx.watch(LIST_TICK, list_signature, [], list_tick, [lang, list_sig, pick, compare], [table, list_sig, pick, compare],
-              parts=list_watch)
+              parts=list_watch, direct=True)
     for c in (pick, compare, log_y):
         c.change(select, inputs=[pick, compare, lang, log_y], outputs=outs, show_progress="hidden")
     refresh.click(lists, inputs=[lang, pick, compare], outputs=[table, list_sig, pick, compare])
