@@ -86,34 +86,26 @@ class Ctx:
         component directly under gr.Tabs breaks the tab bar)."""
         return self.live(seconds, gated), gr.State(None)
 
-    def watch(self, seconds: float, probe, probe_inputs, render, inputs, outputs, gated: bool = True, parts=None,
-              direct: bool = False):
-        """Every ``seconds`` ask ``probe(*probe_inputs)`` for a cheap signature; only when it changed
-        does ``render(*inputs)`` compute the updates of ``outputs`` (every output is skipped
-        otherwise): the tick's event carries one State only. A tick listing many outputs cost the
-        page a status update of each of them every time, even when all were skipped (about 90 DOM
-        mutations a second from the picker watcher alone, and chromium's renderer near a core)."""
+    def watch(self, seconds: float, probe, probe_inputs, render, inputs, outputs, gated: bool = True, parts=None):
+        """Every ``seconds`` ask ``probe(*probe_inputs)`` for a cheap signature; only when it (or the
+        language) differs from that of the view last drawn by this watch does ``render(*inputs)``
+        compute the updates of ``outputs`` (every output is skipped otherwise), in the same event,
+        which also records the signature drawn. So a view is never left stale: a render that failed,
+        or that landed after a newer one from another event (a language switch, a follow-up of
+        Start), leaves a signature that differs from the probe's, and the next tick draws again.
+        (Watching with a second event on a State's change left a view stale for good when that
+        happened: the State already held the probe's signature, so no later tick fired a change.)"""
         timer, seen = parts or self.watch_parts(seconds, gated)
-        if direct:
-            # outputs that change on most ticks (a training run's view): one event a tick, not two
-            n = len(probe_inputs)
+        n = len(probe_inputs)
 
-            def tick_render(old, *values):
-                new = probe(*values[:n])
-                if new == old:
-                    return [gr.skip()] * (len(outputs) + 1)
-                return [new, *render(*values[n:])]
+        def tick_render(old, lang, *values):
+            new = [probe(*values[:n]), lang]
+            if new == old:
+                return [gr.skip()] * (len(outputs) + 1)
+            return [new, *render(*values[n:])]
 
-            timer.tick(tick_render, inputs=[seen, *probe_inputs, *inputs], outputs=[seen, *outputs],
-                       show_progress="hidden", concurrency_limit=None)
-            return seen
-
-        def tick(old, *values):
-            new = probe(*values)
-            return gr.skip() if new == old else new
-
-        timer.tick(tick, inputs=[seen, *probe_inputs], outputs=[seen], show_progress="hidden", concurrency_limit=None)
-        seen.change(render, inputs=list(inputs), outputs=list(outputs), show_progress="hidden", concurrency_limit=None)
+        timer.tick(tick_render, inputs=[seen, self.lang, *probe_inputs, *inputs], outputs=[seen, *outputs],
+                   show_progress="hidden", concurrency_limit=None)
         return seen
 
     def tr_fn(self, component, attr: str, text_of):
@@ -261,17 +253,25 @@ WATCH_TICK = 5.0  # the page refreshes its pickers on tab select and after actio
 
 def gate_timers(ctx: Ctx) -> None:
     """Selecting a tab starts its timers and stops every other tab's (the page starts on the first tab).
-    Done in the page, not on the server: the selections' answers came back in the order the server
-    happened to queue them, and under load the page was left with the shown tab's timers off (a
-    run's view that never updated again)."""
+    Done in the page, not on the server (the server answered selections in the order it happened to
+    queue them, and under load left the shown tab's timers off). Each selection sets the timers of
+    the tab the page *shows* when its code runs, not of the tab it was fired for: quick selections
+    (a person's click during the page's first pass over the tabs) were seen to leave the Jobs tab's
+    timers on under the Quantize tab, whose job view then never moved. ``window.__studioLive``
+    names the tab whose timers are on."""
     import json
 
     if not ctx.timers:
         return
     outputs = [timer for _, timer in ctx.timers]
+    owners = json.dumps([owner.elem_id if owner is not None else None for owner, _ in ctx.timers])
     for tab, _ in ctx.tab_list:
-        updates = [{"__type__": "update", "active": owner is tab} for owner, _ in ctx.timers]
-        tab.select(None, inputs=None, outputs=outputs, js="() => " + json.dumps(updates), show_progress="hidden")
+        tab.select(None, inputs=None, outputs=outputs, show_progress="hidden", js=(
+            "async () => { await new Promise((r) => setTimeout(r, 0));"
+            " const b = document.querySelector('#studio-tabs [role=tab][aria-selected=true]');"
+            f" const shown = b && b.id.endsWith('-button') ? b.id.slice(0, -7) : {json.dumps(tab.elem_id)};"
+            " window.__studioLive = shown;"
+            f" return {owners}.map((o) => ({{__type__: 'update', active: o === shown}})); }}"))
 
 
 def tab_label_js(ctx: Ctx) -> str:
@@ -321,7 +321,7 @@ def watch_pickers(ctx: Ctx) -> None:
         return [keys, *(gr.skip() if k == s_ else u for u, k, s_ in zip(fresh, keys, last))]
 
     ctx.watch(WATCH_TICK, lambda: (catalog.signature(), _demo_signature()), [], refresh, [sent, *inputs], [sent, *outputs],
-              gated=False, direct=True)
+              gated=False)
     ctx.on_load.append((lambda last, *v: refresh(last, *v, force=True), [sent, *inputs], [sent, *outputs]))
 
 

@@ -1,7 +1,7 @@
 """A tab's view of one job (core.jobs): its state, progress bar, log and result, read from the job's
 files. After a page load the view shows the newest job of its kind, so a reload or a studio
-restart mid-job finds it running, with its log, and its result once it ends. A 0.5 s timer sends
-an update only when one of the job's files changed.
+restart mid-job finds it running, with its log, and its result once it ends. A 1 s timer sends
+an update only when one of the job's files (or the language) changed since the view was drawn.
 """
 
 from __future__ import annotations
@@ -47,37 +47,30 @@ class JobPanel:
         self.result_outputs = list(result_outputs)
         self.render_result = render_result
         self.job = gr.State(None)
-        self.sig = gr.State(None)
         self.status = gr.Markdown(elem_id=f"{prefix}-job-status")
         self.progress = gr.HTML(elem_id=f"{prefix}-job-progress")
         self.log = ctx.tr(gr.HTML(log_html("", 8), label=ctx.text("jobs.log"), show_label=True, container=True,
                                   elem_id=f"{prefix}-log"), "jobs.log")
-        self.outputs = [self.sig, self.status, self.progress, self.log, *self.result_outputs]
-        ctx.watch(TICK, lambda job: jobs.signature(job) if job else None, [self.job], self.watch,
-                  [self.job, self.sig, ctx.lang], self.outputs)
+        self.outputs = [self.status, self.progress, self.log, *self.result_outputs]
+        ctx.watch(TICK, lambda job: jobs.signature(job) if job else None, [self.job], self.render,
+                  [self.job, ctx.lang], self.outputs)
         ctx.on_load.append((self.on_load, [ctx.lang], [self.job, *self.outputs]))
         ctx.relocalize.append((lambda job, lg: self.render(job, lg), [self.job, ctx.lang], self.outputs))
 
     def render(self, job_id: str | None, lang: str) -> list:
         if not job_id:
-            return [None, "", "", log_html("", 8), *([gr.skip()] * len(self.result_outputs))]
-        sig = jobs.signature(job_id)
+            return ["", "", log_html("", 8), *([gr.skip()] * len(self.result_outputs))]
         try:
             info = jobs.show(job_id)
         except (FileNotFoundError, ValueError):
-            return [None, "", "", log_html("", 8), *([gr.skip()] * len(self.result_outputs))]
+            return ["", "", log_html("", 8), *([gr.skip()] * len(self.result_outputs))]
         st, pr = info["status"], info.get("progress") or {}
         state = st.get("state", "queued")
         frac = 1.0 if state == "succeeded" else pr.get("fraction")
         text = t(f"state.{state}", lang) if state in jobs.FINAL else (pr.get("text") or t(f"state.{state}", lang))
         res = self.render_result(info, lang) if self.render_result else []
-        return [sig, status_line(info, lang), progress_bar(frac, text, f"{self.prefix}-progress", state),
+        return [status_line(info, lang), progress_bar(frac, text, f"{self.prefix}-progress", state),
                 log_html(jobs.read_log(job_id), 8), *res]
-
-    def watch(self, job_id, sig, lang):
-        if not job_id or jobs.signature(job_id) == sig:
-            return [gr.skip()] * len(self.outputs)
-        return self.render(job_id, lang)
 
     def on_load(self, lang):
         job_id = jobs.latest(self.kind)

@@ -74,4 +74,23 @@ def wait_text(locator, text: str, timeout: float = 20.0) -> str:
         if text in seen:
             return seen
         time.sleep(0.1)
-    raise AssertionError(f"{text!r} did not appear; last text: {seen[:500]!r}")
+    raise AssertionError(f"{text!r} did not appear; last text: {seen[:500]!r}\n{page_state(locator.page)}")
+
+
+def page_state(page) -> str:
+    """What the page says about its jobs and actions (every job status line, progress text, note and
+    message shown), for the message of a failed wait: which step stopped, and where."""
+    try:
+        rows = page.evaluate(
+            "() => [...document.querySelectorAll('[id$=-job-status], [id$=-job-progress], [id$=-note], [id$=-msg],"
+            " [id$=-status]')].map(e => e.id + ': ' + e.innerText.replace(/\\s+/g, ' ').trim().slice(0, 200))"
+            ".filter(r => !r.endsWith(': '))")
+    except Exception as e:  # noqa: BLE001 - a closed page has no state to tell
+        return f"(page state unavailable: {e})"
+    try:
+        tabs = page.evaluate("() => [document.querySelector('#studio-tabs [role=tab][aria-selected=true]')?.id,"
+                             " window.__studioLive]")
+        rows.append(f"tab shown: {tabs[0]}; timers on for: {tabs[1]}")
+    except Exception:  # noqa: BLE001
+        pass
+    return "page state:\n  " + "\n  ".join(rows or ["(no status shown)"])

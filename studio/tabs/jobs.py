@@ -95,22 +95,16 @@ def build_jobs_tab(ctx):
                          elem_id="jobs-log"), "jobs.log")
         with tr(gr.Accordion(ctx.text("jobs.result"), open=False), "jobs.result"):
             result = gr.Code(language="json", interactive=False, elem_id="jobs-result")
-        sig = gr.State(None)
         watch = ctx.watch_parts(TICK)
     lang = ctx.lang
-    outs = [sig, table, pick, status, progress, command, log, result, stop_btn]
+    outs = [table, pick, status, progress, command, log, result, stop_btn]
 
     def render(item, lg):
         rows = catalog.activity()
         ids = [r["id"] for r in rows]
         value = item if item in ids else (ids[0] if ids else None)
-        return [_signature(value), table_html(rows, lg),
+        return [table_html(rows, lg),
                 gr.update(choices=[(_label(r, lg), r["id"]) for r in rows], value=value), *detail(value, lg)]
-
-    def tick(item, old, lg):
-        if _signature(item) == old:
-            return [gr.skip()] * len(outs)
-        return render(item, lg)
 
     def stop(item, lg):
         if not item:
@@ -128,7 +122,7 @@ def build_jobs_tab(ctx):
         return t("jobs.demo_started", lg, id=job_id), job_id
 
     demo_btn.click(build_demo, inputs=lang, outputs=[msg, pick]).then(render, inputs=[pick, lang], outputs=outs)
-    ctx.watch(TICK, _signature, [pick], tick, [pick, sig, lang], outs, parts=watch)
+    ctx.watch(TICK, _signature, [pick], render, [pick, lang], outs, parts=watch)
     tab.select(render, inputs=[pick, lang], outputs=outs, show_progress="hidden")
     pick.input(render, inputs=[pick, lang], outputs=outs, show_progress="hidden")
     stop_btn.click(stop, inputs=[pick, lang], outputs=msg)

@@ -300,9 +300,8 @@ def build_runs_tab(ctx, started):
                 gr.update(choices=["", *ids], value=cmp if cmp in ids else ""))
 
     def list_tick(lg, sig, current, cmp):
+        # called when the list or the language changed since the table was last drawn by the watch
         new = list_signature()
-        if new == sig:
-            return [gr.skip()] * 4
         ids = run_ids()
         known = [r for r, *_ in (sig or ())]
         if sig is None or set(ids) != set(known):
@@ -345,9 +344,9 @@ def build_runs_tab(ctx, started):
             out.append((r, _signature(d) if d else None, _size(d / "metrics.jsonl") if d else None))
         return out
 
-    ctx.watch(TICK, probe, [pick, compare], tick, [pick, compare, view, lang, log_y], outs, parts=run_watch, direct=True)
+    ctx.watch(TICK, probe, [pick, compare], tick, [pick, compare, view, lang, log_y], outs, parts=run_watch)
     ctx.watch(LIST_TICK, list_signature, [], list_tick, [lang, list_sig, pick, compare], [table, list_sig, pick, compare],
-              parts=list_watch, direct=True)
+              parts=list_watch)
     for c in (pick, compare, log_y):
         c.change(select, inputs=[pick, compare, lang, log_y], outputs=outs, show_progress="hidden")
     refresh.click(lists, inputs=[lang, pick, compare], outputs=[table, list_sig, pick, compare])
