@@ -123,6 +123,10 @@ def command_preview(cfg: RunConfig) -> str:
     )
 
 
+# The form's values as JSON, stamped so that a second click with the same values is still a change.
+FORM_JS = "(...values) => JSON.stringify({values: values, at: Date.now() + Math.random()})"
+
+
 def build_train_tab(ctx):
     lang0 = ctx.initial_lang
     tr = ctx.tr
@@ -166,12 +170,31 @@ def build_train_tab(ctx):
         # registers under (the next tab's label overwrote another's and the page froze)
         started = gr.State(None)  # the run id this browser started last (the Runs tab follows it)
         to_runs = gr.Textbox(visible=False)  # set when a run started: the page then shows the Runs tab
+        # The form's values as one JSON text, gathered in the page (see FORM_JS): what the check,
+        # Save and Start read, so no server event takes the form's 54 widgets as inputs.
+        form = gr.Textbox(visible=False, elem_id="train-form-values")
+        to_save = gr.Textbox(visible=False)
+        to_start = gr.Textbox(visible=False)
 
     lang = ctx.lang
 
     def refresh(name, lg, *values):
         cfg = values_to_config(spec, name, list(values))
         return check_markdown(cfg, lg), command_preview(cfg)
+
+    def form_values(text) -> list:
+        """[run name, *widget values] from the JSON the page gathered (FORM_JS)."""
+        values = json.loads(text)["values"] if text else []
+        if len(values) != len(widgets) + 1:
+            raise ValueError(f"the page sent {len(values)} form values, the form has {len(widgets) + 1}")
+        return values
+
+    def refresh_form(text, lg):
+        try:
+            name, *values = form_values(text)
+        except (ValueError, KeyError, TypeError):  # nothing gathered yet, or not the page's JSON
+            return gr.skip(), gr.skip()
+        return refresh(name, lg, *values)
 
     def load_preset(name, lg):
         try:
@@ -181,7 +204,13 @@ def build_train_tab(ctx):
         desc = next((p["description"] + f"  \n`{p['command']}`" for p in config.list_presets() if p["name"] == name), "")
         return [name, *config_to_values(spec, cfg), desc]
 
-    def save(name, lg, *values):
+    def save(text, lg):
+        if not text:
+            return gr.skip(), gr.skip()
+        try:
+            name, *values = form_values(text)
+        except (ValueError, KeyError, TypeError) as e:
+            return t("error.prefix", lg) + t("error.unexpected", lg, detail=str(e)), gr.skip()
         cfg = values_to_config(spec, name, list(values))
         code = workspace.check_name(cfg.name)
         if code:
@@ -201,7 +230,13 @@ def build_train_tab(ctx):
             return [gr.update()] * (len(widgets) + 1)
         return [name, *config_to_values(spec, cfg)]
 
-    def start(name, lg, *values):
+    def start(text, lg):
+        if not text:
+            return gr.skip(), gr.skip(), gr.skip()
+        try:
+            name, *values = form_values(text)
+        except (ValueError, KeyError, TypeError) as e:
+            return t("error.prefix", lg) + t("error.unexpected", lg, detail=str(e)), None, ""
         cfg = values_to_config(spec, name, list(values))
         problems = config.check(cfg)
         if problems:
@@ -214,19 +249,28 @@ def build_train_tab(ctx):
         msg = t("train.started", lg, run=run_id, state=t(f"state.{st['state']}", lg), dir=str(runs.run_dir(run_id)))
         return msg, run_id, run_id
 
-    inputs = [run_name, lang, *widgets]
-    for w in [run_name, *widgets]:
-        w.change(refresh, inputs=inputs, outputs=[check_md, command], show_progress="hidden")
-    load_preset_btn.click(load_preset, inputs=[preset, lang], outputs=[run_name, *widgets, preset_desc])
-    save_btn.click(save, inputs=inputs, outputs=[start_msg, saved])
-    load_btn.click(load_saved, inputs=[saved, lang], outputs=[run_name, *widgets])
-    ctx.go_to(start_btn.click(start, inputs=inputs, outputs=[start_msg, started, to_runs]), "runs", to_runs)
+    # Every widget's change, Save and Start first gather the form in the page (an event with no
+    # server part), then a server event reads that one value. Gradio 6.17's page keeps the loading
+    # status of every input of every event that ran and, at each status message of any later event,
+    # looks each of them up in the component tree: with the form's 54 widgets among them that walk
+    # was most of what a page following a run cost.
+    form_inputs = [run_name, *widgets]
+    for w in form_inputs:
+        w.change(None, inputs=form_inputs, outputs=[form], js=FORM_JS)
+    form.change(refresh_form, inputs=[form, lang], outputs=[check_md, command], show_progress="hidden")
+    load_preset_btn.click(load_preset, inputs=[preset, lang], outputs=[run_name, *widgets, preset_desc],
+                          show_progress="hidden")
+    save_btn.click(None, inputs=form_inputs, outputs=[to_save], js=FORM_JS)
+    to_save.change(save, inputs=[to_save, lang], outputs=[start_msg, saved])
+    load_btn.click(load_saved, inputs=[saved, lang], outputs=[run_name, *widgets], show_progress="hidden")
+    start_btn.click(None, inputs=form_inputs, outputs=[to_start], js=FORM_JS)
+    ctx.go_to(to_start.change(start, inputs=[to_start, lang], outputs=[start_msg, started, to_runs]), "runs", to_runs)
 
     def on_load(name, lg):
         return [*load_preset(name, lg), gr.update(choices=saved_configs())]
 
     ctx.on_load.append((on_load, [preset, lang], [run_name, *widgets, preset_desc, saved]))
-    ctx.relocalize.append((refresh, inputs, [check_md, command]))
+    ctx.relocalize.append((refresh_form, [form, lang], [check_md, command]))
     for w, (section, fname) in zip(widgets, spec):
         meta = next(f for f in fields(SECTION_CLASSES[section]) if f.name == fname)
         ctx.tr_fn(w, "info", lambda lg, n=fname, h=meta.metadata.get("help", ""): _help(n, h, lg))
