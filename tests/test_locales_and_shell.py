@@ -89,3 +89,31 @@ def test_cli_refuses_public_bind_without_auth():
         cwd=ROOT, capture_output=True, text=True, timeout=60,
     )
     assert r.returncode == 2 and "needs --auth" in r.stderr
+
+
+def test_a_watch_draws_again_whatever_it_last_drew_is_not_the_probes():
+    """A live view's tick draws when the probe's signature or the language differs from what the
+    watch last drew, and skips otherwise; so a lost or out-of-order update is repaired next tick."""
+    import gradio as gr
+
+    from studio.app import Ctx
+
+    probed = {"sig": 1}
+    with gr.Blocks() as demo:
+        lang = gr.Radio(["en", "zh"], value="en")
+        ctx = Ctx(lang=lang)
+        out = gr.Markdown()
+        ctx.watch(1.0, lambda: probed["sig"], [], lambda lg: [f"drawn {probed['sig']} {lg}"], [lang], [out], gated=False)
+    tick = next(f.fn for f in demo.fns.values() if f.fn is not None and f.fn.__name__ == "tick_render")
+
+    def is_skip(v):
+        return isinstance(v, dict) and v.get("__type__") == "update" and len(v) == 1
+
+    first = tick(None, "en", "en")
+    assert first == [[1, "en"], "drawn 1 en"]
+    assert all(is_skip(v) for v in tick([1, "en"], "en", "en"))  # nothing changed since drawn
+    assert tick([1, "en"], "zh", "zh") == [[1, "zh"], "drawn 1 zh"]  # the language alone redraws
+    probed["sig"] = 2
+    assert tick([1, "en"], "en", "en") == [[2, "en"], "drawn 2 en"]
+    # a stale draw (another event's older update landed last) leaves an older key: drawn again
+    assert tick([1, "zh"], "en", "en") == [[2, "en"], "drawn 2 en"]
