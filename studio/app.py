@@ -6,8 +6,10 @@ modules whose heavy parts load inside functions, in the handler that needs them.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +27,19 @@ from studio.locales import LANGS, t
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 LANG_CHOICES = [("English", "en"), ("中文", "zh")]
+
+
+@dataclass
+class View:
+    """A live view of ``Ctx.watch_views``: ``render(*inputs)`` gives the updates of ``outputs``; it
+    is drawn when ``probe(*probe_inputs)`` changed, at most once per ``every`` seconds (0: at once)."""
+
+    probe: object
+    probe_inputs: list
+    render: object
+    inputs: list
+    outputs: list
+    every: float = 0.0
 
 
 @dataclass
@@ -51,6 +66,9 @@ class Ctx:
     timers: list = field(default_factory=list)
     # the Train form, for tabs that fill it in: (run name box, [(section, field)], widgets)
     train_form: tuple | None = None
+    # live views by the tab they belong to (None: ungated): tab id -> [timer, seen State, views]; each
+    # tab gets one timer and one tick event for all its views (see wire_watches)
+    watches: dict = field(default_factory=dict)
 
     def picker(self, tab, fn, inputs, outputs):
         """Register ``fn(*inputs) -> updates of outputs`` as the refresh of some workspace choices."""
@@ -82,31 +100,56 @@ class Ctx:
         return timer
 
     def watch_parts(self, seconds: float, gated: bool = True):
-        """The timer and State of a later ``watch``, made now: inside the gr.Tab being built (a
-        component directly under gr.Tabs breaks the tab bar)."""
-        return self.live(seconds, gated), gr.State(None)
+        """The timer and State of the tab being built (``gated``; else of the page), shared by all its
+        ``watch``es; made at the first call, so call this inside the gr.Tab (a component directly
+        under gr.Tabs breaks the tab bar). The timer ticks as often as its most eager watch asks."""
+        owner = (self.tab_list[-1][0] if self.tab_list else None) if gated else None
+        key = id(owner) if owner is not None else None
+        if key not in self.watches:
+            self.watches[key] = [self.live(seconds, gated), gr.State(None), []]
+        timer = self.watches[key][0]
+        timer.value = min(timer.value, seconds)
+        return timer, self.watches[key][1]
 
     def watch(self, seconds: float, probe, probe_inputs, render, inputs, outputs, gated: bool = True, parts=None):
-        """Every ``seconds`` ask ``probe(*probe_inputs)`` for a cheap signature; only when it (or the
-        language) differs from that of the view last drawn by this watch does ``render(*inputs)``
-        compute the updates of ``outputs`` (every output is skipped otherwise), in the same event,
-        which also records the signature drawn. So a view is never left stale: a render that failed,
-        or that landed after a newer one from another event (a language switch, a follow-up of
-        Start), leaves a signature that differs from the probe's, and the next tick draws again.
-        (Watching with a second event on a State's change left a view stale for good when that
-        happened: the State already held the probe's signature, so no later tick fired a change.)"""
+        """One live view: ``watch_views`` with a single ``View``."""
+        return self.watch_views(seconds, [View(probe, probe_inputs, render, inputs, outputs)], gated, parts)
+
+    def watch_views(self, seconds: float, views: list, gated: bool = True, parts=None):
+        """Watch ``views`` every ``seconds`` (or more often, sharing their tab's timer: such a view is
+        then drawn at most every ``seconds``). Each view's ``probe(*probe_inputs)`` gives a cheap
+        signature; only when it (or the language) differs from that of what was last drawn of the
+        view does its ``render(*inputs)`` compute the updates of its outputs (skipped otherwise).
+        Registered by ``wire_watches`` once the page is built."""
         timer, seen = parts or self.watch_parts(seconds, gated)
-        n = len(probe_inputs)
-
-        def tick_render(old, lang, *values):
-            new = [probe(*values[:n]), lang]
-            if new == old:
-                return [gr.skip()] * (len(outputs) + 1)
-            return [new, *render(*values[n:])]
-
-        timer.tick(tick_render, inputs=[seen, self.lang, *probe_inputs, *inputs], outputs=[seen, *outputs],
-                   show_progress="hidden", concurrency_limit=None)
+        group = next(g for g in self.watches.values() if g[0] is timer)
+        group[2] += [(v, seconds) for v in views]
         return seen
+
+    def wire_watches(self, also: list = ()):
+        """One tick event per timer for all the views of its tab, and ``also`` (the pickers') joined
+        to each: every event costs the page a walk of its loading statuses per status message,
+        whatever it updates (one event a tick on the Runs tab instead of two or three timers'
+        events). Each view is drawn when its probe's signature or the language differs from that of
+        what this event last drew of it (in the same event, which records the signatures drawn),
+        and a view with ``every`` at most that often (a change in between waits for a later tick).
+        So a view is never left stale: a render that failed, or that landed after a newer one from
+        another event (a language switch, a follow-up of Start), leaves a signature that differs
+        from the probe's, and the next tick draws again. (Watching with a second event on a State's
+        change left a view stale for good when that happened: the State already held the probe's
+        signature, so no later tick fired a change.)"""
+        for key, (timer, seen, asked) in self.watches.items():
+            views = [v if v.every or secs <= timer.value else dataclasses.replace(v, every=secs) for v, secs in asked]
+            views += also if isinstance(key, int) else []
+            outputs = [o for v in views for o in v.outputs]
+            assert len({id(o) for o in outputs}) == len(outputs), "a component is an output of two views of one tab"
+            inputs = [c for v in views for c in (*v.probe_inputs, *v.inputs)]
+            timer.tick(_tick_render(views), inputs=[seen, self.lang, *inputs], outputs=[seen, *outputs],
+                       show_progress="hidden", concurrency_limit=None)
+
+    def watched_tabs(self) -> set:
+        """The ids of the tabs that have a live view (and a timer of their own)."""
+        return {k for k in self.watches if isinstance(k, int)}
 
     def tr_fn(self, component, attr: str, text_of):
         """Like tr, with the text computed by ``text_of(lang)``."""
@@ -119,6 +162,38 @@ class Ctx:
 
     def text(self, key: str) -> str:
         return t(key, self.initial_lang)
+
+
+def _tick_render(views: list):
+    """The tick of ``Ctx.wire_watches``: (signatures drawn, *updates) from (signatures drawn, lang,
+    *each view's probe inputs and inputs)."""
+    outputs = sum(len(v.outputs) for v in views)
+
+    def tick_render(old, lang, *values):
+        now = time.monotonic()
+        if not (isinstance(old, list) and len(old) == len(views)):
+            old = [None] * len(views)
+        drawn, updates, pos = [], [], 0
+        for v, was in zip(views, old):
+            probe_values = values[pos:pos + len(v.probe_inputs)]
+            pos += len(v.probe_inputs)
+            render_values = values[pos:pos + len(v.inputs)]
+            pos += len(v.inputs)
+            key = [v.probe(*probe_values), lang]
+            fresh = was is not None and key == was[:2]
+            # (ticks come a little early or late: 0.9 keeps a 6 s view on a 2 s timer at 6 s, not 8)
+            held = was is not None and v.every and len(was) > 2 and now - was[2] < 0.9 * v.every
+            if fresh or held:
+                drawn.append(was)
+                updates += [gr.skip()] * len(v.outputs)
+            else:
+                drawn.append([*key, now] if v.every else key)
+                updates += list(v.render(*render_values))
+        if drawn == old:
+            return [gr.skip()] * (outputs + 1)
+        return [drawn, *updates]
+
+    return tick_render
 
 
 def _demo_signature() -> tuple:
@@ -258,20 +333,22 @@ def gate_timers(ctx: Ctx) -> None:
     the tab the page *shows* when its code runs, not of the tab it was fired for: quick selections
     (a person's click during the page's first pass over the tabs) were seen to leave the Jobs tab's
     timers on under the Quantize tab, whose job view then never moved. ``window.__studioLive``
-    names the tab whose timers are on."""
+    names the tab whose timers are on. The pickers' own timer belongs to every tab without a live
+    view (the others watch the pickers in their own tick)."""
     import json
 
     if not ctx.timers:
         return
     outputs = [timer for _, timer in ctx.timers]
-    owners = json.dumps([owner.elem_id if owner is not None else None for owner, _ in ctx.timers])
+    owners = json.dumps([[o.elem_id for o in (owner if isinstance(owner, list) else [owner]) if o is not None]
+                         for owner, _ in ctx.timers])
     for tab, _ in ctx.tab_list:
         tab.select(None, inputs=None, outputs=outputs, show_progress="hidden", js=(
             "async () => { await new Promise((r) => setTimeout(r, 0));"
             " const b = document.querySelector('#studio-tabs [role=tab][aria-selected=true]');"
             f" const shown = b && b.id.endsWith('-button') ? b.id.slice(0, -7) : {json.dumps(tab.elem_id)};"
             " window.__studioLive = shown;"
-            f" return {owners}.map((o) => ({{__type__: 'update', active: o === shown}})); }}"))
+            f" return {owners}.map((o) => ({{__type__: 'update', active: o.includes(shown)}})); }}"))
 
 
 def tab_label_js(ctx: Ctx) -> str:
@@ -320,8 +397,15 @@ def watch_pickers(ctx: Ctx) -> None:
             return [keys, *fresh]
         return [keys, *(gr.skip() if k == s_ else u for u, k, s_ in zip(fresh, keys, last))]
 
-    ctx.watch(WATCH_TICK, lambda: (catalog.signature(), _demo_signature()), [], refresh, [sent, *inputs], [sent, *outputs],
-              gated=False)
+    view = View(lambda: (catalog.signature(), _demo_signature()), [], refresh, [sent, *inputs], [sent, *outputs],
+                every=WATCH_TICK)
+    # a tab with live views of its own watches the pickers in the same tick event (one event a tick
+    # is what the page pays for); the other tabs share a timer of the pickers alone
+    bare = [tab for tab, _ in ctx.tab_list if id(tab) not in ctx.watched_tabs()]
+    timer = gr.Timer(WATCH_TICK, active=bool(ctx.tab_list) and ctx.tab_list[0][0] in bare)
+    ctx.timers.append((bare, timer))
+    ctx.watches["pickers"] = [timer, gr.State(None), [(dataclasses.replace(view, every=0.0), WATCH_TICK)]]
+    ctx.wire_watches(also=[view])
     ctx.on_load.append((lambda last, *v: refresh(last, *v, force=True), [sent, *inputs], [sent, *outputs]))
 
 

@@ -104,16 +104,80 @@ def test_a_watch_draws_again_whatever_it_last_drew_is_not_the_probes():
         ctx = Ctx(lang=lang)
         out = gr.Markdown()
         ctx.watch(1.0, lambda: probed["sig"], [], lambda lg: [f"drawn {probed['sig']} {lg}"], [lang], [out], gated=False)
+        ctx.wire_watches()
     tick = next(f.fn for f in demo.fns.values() if f.fn is not None and f.fn.__name__ == "tick_render")
 
     def is_skip(v):
         return isinstance(v, dict) and v.get("__type__") == "update" and len(v) == 1
 
     first = tick(None, "en", "en")
-    assert first == [[1, "en"], "drawn 1 en"]
-    assert all(is_skip(v) for v in tick([1, "en"], "en", "en"))  # nothing changed since drawn
-    assert tick([1, "en"], "zh", "zh") == [[1, "zh"], "drawn 1 zh"]  # the language alone redraws
+    assert first == [[[1, "en"]], "drawn 1 en"]
+    assert all(is_skip(v) for v in tick([[1, "en"]], "en", "en"))  # nothing changed since drawn
+    assert tick([[1, "en"]], "zh", "zh") == [[[1, "zh"]], "drawn 1 zh"]  # the language alone redraws
     probed["sig"] = 2
-    assert tick([1, "en"], "en", "en") == [[2, "en"], "drawn 2 en"]
+    assert tick([[1, "en"]], "en", "en") == [[[2, "en"]], "drawn 2 en"]
     # a stale draw (another event's older update landed last) leaves an older key: drawn again
-    assert tick([1, "zh"], "en", "en") == [[2, "en"], "drawn 2 en"]
+    assert tick([[1, "zh"]], "en", "en") == [[[2, "en"]], "drawn 2 en"]
+
+
+def test_views_sharing_a_timer_draw_apart_and_a_throttled_one_waits_its_turn():
+    """Two views on one timer (the Runs tab's run and list): each is drawn only when its own probe
+    changed; the one with ``every`` not sooner than that after its last draw, and then without
+    another change (a change it held back is not lost)."""
+    import time as clock
+
+    import gradio as gr
+
+    from studio.app import Ctx, View
+
+    sig = {"run": 1, "list": 1}
+    with gr.Blocks() as demo:
+        lang = gr.Radio(["en", "zh"], value="en")
+        ctx = Ctx(lang=lang)
+        a, b = gr.Markdown(), gr.Markdown()
+        ctx.watch_views(1.0, [View(lambda: sig["run"], [], lambda: [f"run {sig['run']}"], [], [a]),
+                              View(lambda: sig["list"], [], lambda: [f"list {sig['list']}"], [], [b], every=0.5)],
+                        gated=False)
+        ctx.wire_watches()
+    tick = next(f.fn for f in demo.fns.values() if f.fn is not None and f.fn.__name__ == "tick_render")
+
+    def skipped(v):
+        return isinstance(v, dict) and v.get("__type__") == "update" and len(v) == 1
+
+    seen, *out = tick(None, "en")
+    assert out == ["run 1", "list 1"]
+    sig["run"], sig["list"] = 2, 2
+    seen, *out = tick(seen, "en")
+    assert out[0] == "run 2" and skipped(out[1])  # the list was drawn under 0.5 s ago: held back
+    assert all(skipped(v) for v in tick(seen, "en"))  # still held, the run unchanged: nothing sent
+    clock.sleep(0.6)
+    seen, *out = tick(seen, "en")
+    assert skipped(out[0]) and out[1] == "list 2"  # its turn: the held change is drawn
+    assert all(skipped(v) for v in tick(seen, "en"))
+
+
+def test_each_tab_ticks_one_event_which_also_watches_the_pickers(tmp_path, monkeypatch):
+    """A tab with live views has one timer and one tick event, and the workspace pickers (with the
+    demo banner) are watched in it: a shown Runs tab costs the page one event a tick, not three
+    timers' events. The pickers' own timer belongs only to the tabs without a live view."""
+    import json
+
+    monkeypatch.setenv("PADDLE_STUDIO_HOME", str(tmp_path / "ws"))
+    from studio.app import build_app
+
+    demo = build_app()
+    ids = lambda fn: {demo.blocks[o._id].elem_id for o in fn.outputs}  # noqa: E731
+    ticks = [f for f in demo.fns.values() if f.fn is not None and f.fn.__name__ == "tick_render"]
+    timers = [t for f in ticks for t, _ in f.targets]
+    assert len(timers) == len(set(timers)), "a timer with two tick events"
+    runs = [f for f in ticks if "runs-list" in ids(f)]
+    assert len(runs) == 1 and {"run-status", "run-plot", "demo-banner", "cfg-data-dataset_name_or_path"} <= ids(runs[0])
+    pickers_only = [f for f in ticks if "demo-banner" in ids(f) and not ids(f) & {"runs-list", "jobs-list"}
+                    and not any(i and i.endswith("-job-status") for i in ids(f))]
+    assert len(pickers_only) == 1
+    timer = demo.blocks[pickers_only[0].targets[0][0]]
+    gate = next(f for f in demo.fns.values() if f.js and "__studioLive" in f.js and timer in f.outputs)
+    owners = json.loads(gate.js.split(" return ", 1)[1].split(".map(", 1)[0])[gate.outputs.index(timer)]
+    assert "tab-dataset" in owners and "tab-train" in owners
+    assert not {"tab-runs", "tab-jobs", "tab-quantize", "tab-merge"} & set(owners)
+    assert sum("run-status" in ids(f) for f in ticks) == 1  # the run's view and the list: one event

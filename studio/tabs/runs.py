@@ -16,6 +16,7 @@ from html import escape
 import gradio as gr
 
 from core.train import runs
+from studio.app import View
 from studio.charts import html_table, line_figure, log_html, num
 from studio.locales import t
 
@@ -279,7 +280,7 @@ def build_runs_tab(ctx, started):
         diff = tr(gr.HTML(label=ctx.text("runs.diff"), show_label=True, container=True, elem_id="run-diff"), "runs.diff")
         view = gr.State(None)
         list_sig = gr.State(None)
-        run_watch, list_watch = ctx.watch_parts(TICK), ctx.watch_parts(LIST_TICK)
+        watch = ctx.watch_parts(TICK)
 
     lang = ctx.lang
     outs = [view, status_md, progress, caption, plot, speed, log, cfg_json, command, diff, stop_btn, resume_btn, cont_btn]
@@ -301,6 +302,7 @@ def build_runs_tab(ctx, started):
 
     def list_tick(lg, sig, current, cmp):
         # called when the list or the language changed since the table was last drawn by the watch
+        # (at most every LIST_TICK)
         new = list_signature()
         ids = run_ids()
         known = [r for r, *_ in (sig or ())]
@@ -344,9 +346,10 @@ def build_runs_tab(ctx, started):
             out.append((r, _signature(d) if d else None, _size(d / "metrics.jsonl") if d else None))
         return out
 
-    ctx.watch(TICK, probe, [pick, compare], tick, [pick, compare, view, lang, log_y], outs, parts=run_watch)
-    ctx.watch(LIST_TICK, list_signature, [], list_tick, [lang, list_sig, pick, compare], [table, list_sig, pick, compare],
-              parts=list_watch)
+    # one timer for the run's view and the list (drawn at most every LIST_TICK): one event a tick
+    ctx.watch_views(TICK, [View(probe, [pick, compare], tick, [pick, compare, view, lang, log_y], outs),
+                           View(list_signature, [], list_tick, [lang, list_sig, pick, compare],
+                                [table, list_sig, pick, compare], every=LIST_TICK)], parts=watch)
     for c in (pick, compare, log_y):
         c.change(select, inputs=[pick, compare, lang, log_y], outputs=outs, show_progress="hidden")
     refresh.click(lists, inputs=[lang, pick, compare], outputs=[table, list_sig, pick, compare])
