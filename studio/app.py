@@ -143,8 +143,15 @@ class Ctx:
             views += also if isinstance(key, int) else []
             outputs = [o for v in views for o in v.outputs]
             assert len({id(o) for o in outputs}) == len(outputs), "a component is an output of two views of one tab"
-            inputs = [c for v in views for c in (*v.probe_inputs, *v.inputs)]
-            timer.tick(_tick_render(views), inputs=[seen, self.lang, *inputs], outputs=[seen, *outputs],
+            # each input once: the page looks up every input of an event twice per event (a walk of
+            # the component tree each), so the views' shared inputs (the pick, the language) cost once
+            inputs, where = [seen, self.lang], {id(seen): 0, id(self.lang): 1}
+            for c in (c for v in views for c in (*v.probe_inputs, *v.inputs)):
+                if id(c) not in where:
+                    where[id(c)] = len(inputs)
+                    inputs.append(c)
+            at = [([where[id(c)] for c in v.probe_inputs], [where[id(c)] for c in v.inputs]) for v in views]
+            timer.tick(_tick_render(views, at), inputs=inputs, outputs=[seen, *outputs],
                        show_progress="hidden", concurrency_limit=None)
 
     def watched_tabs(self) -> set:
@@ -164,22 +171,20 @@ class Ctx:
         return t(key, self.initial_lang)
 
 
-def _tick_render(views: list):
+def _tick_render(views: list, at: list):
     """The tick of ``Ctx.wire_watches``: (signatures drawn, *updates) from (signatures drawn, lang,
-    *each view's probe inputs and inputs)."""
+    *the views' inputs, each once); ``at``: per view, the positions of its probe inputs and inputs
+    among those values (counted from the signatures')."""
     outputs = sum(len(v.outputs) for v in views)
 
     def tick_render(old, lang, *values):
         now = time.monotonic()
+        values = (old, lang, *values)
         if not (isinstance(old, list) and len(old) == len(views)):
             old = [None] * len(views)
-        drawn, updates, pos = [], [], 0
-        for v, was in zip(views, old):
-            probe_values = values[pos:pos + len(v.probe_inputs)]
-            pos += len(v.probe_inputs)
-            render_values = values[pos:pos + len(v.inputs)]
-            pos += len(v.inputs)
-            key = [v.probe(*probe_values), lang]
+        drawn, updates = [], []
+        for v, was, (probe_at, render_at) in zip(views, old, at):
+            key = [v.probe(*(values[i] for i in probe_at)), lang]
             fresh = was is not None and key == was[:2]
             # (ticks come a little early or late: 0.9 keeps a 6 s view on a 2 s timer at 6 s, not 8)
             held = was is not None and v.every and len(was) > 2 and now - was[2] < 0.9 * v.every
@@ -188,7 +193,7 @@ def _tick_render(views: list):
                 updates += [gr.skip()] * len(v.outputs)
             else:
                 drawn.append([*key, now] if v.every else key)
-                updates += list(v.render(*render_values))
+                updates += list(v.render(*(values[i] for i in render_at)))
         if drawn == old:
             return [gr.skip()] * (outputs + 1)
         return [drawn, *updates]

@@ -110,14 +110,14 @@ def test_a_watch_draws_again_whatever_it_last_drew_is_not_the_probes():
     def is_skip(v):
         return isinstance(v, dict) and v.get("__type__") == "update" and len(v) == 1
 
-    first = tick(None, "en", "en")
+    first = tick(None, "en")
     assert first == [[[1, "en"]], "drawn 1 en"]
-    assert all(is_skip(v) for v in tick([[1, "en"]], "en", "en"))  # nothing changed since drawn
-    assert tick([[1, "en"]], "zh", "zh") == [[[1, "zh"]], "drawn 1 zh"]  # the language alone redraws
+    assert all(is_skip(v) for v in tick([[1, "en"]], "en"))  # nothing changed since drawn
+    assert tick([[1, "en"]], "zh") == [[[1, "zh"]], "drawn 1 zh"]  # the language alone redraws
     probed["sig"] = 2
-    assert tick([[1, "en"]], "en", "en") == [[[2, "en"]], "drawn 2 en"]
+    assert tick([[1, "en"]], "en") == [[[2, "en"]], "drawn 2 en"]
     # a stale draw (another event's older update landed last) leaves an older key: drawn again
-    assert tick([[1, "zh"]], "en", "en") == [[[2, "en"]], "drawn 2 en"]
+    assert tick([[1, "zh"]], "en") == [[[2, "en"]], "drawn 2 en"]
 
 
 def test_views_sharing_a_timer_draw_apart_and_a_throttled_one_waits_its_turn():
@@ -157,8 +157,8 @@ def test_views_sharing_a_timer_draw_apart_and_a_throttled_one_waits_its_turn():
 
 
 def test_each_tab_ticks_one_event_which_also_watches_the_pickers(tmp_path, monkeypatch):
-    """A tab with live views has one timer and one tick event, and the workspace pickers (with the
-    demo banner) are watched in it: a shown Runs tab costs the page one event a tick, not three
+    """A tab with live views has one timer and one tick event, each input once, and the workspace
+    pickers (with the demo banner) are watched in it: a shown Runs tab costs the page one event a tick, not three
     timers' events. The pickers' own timer belongs only to the tabs without a live view."""
     import json
 
@@ -170,6 +170,8 @@ def test_each_tab_ticks_one_event_which_also_watches_the_pickers(tmp_path, monke
     ticks = [f for f in demo.fns.values() if f.fn is not None and f.fn.__name__ == "tick_render"]
     timers = [t for f in ticks for t, _ in f.targets]
     assert len(timers) == len(set(timers)), "a timer with two tick events"
+    # each input once (the page walks its component tree twice per input of every event)
+    assert all(len(f.inputs) == len({i._id for i in f.inputs}) for f in ticks)
     runs = [f for f in ticks if "runs-list" in ids(f)]
     assert len(runs) == 1 and {"run-status", "run-plot", "demo-banner", "cfg-data-dataset_name_or_path"} <= ids(runs[0])
     pickers_only = [f for f in ticks if "demo-banner" in ids(f) and not ids(f) & {"runs-list", "jobs-list"}
