@@ -94,3 +94,23 @@ def page_state(page) -> str:
     except Exception:  # noqa: BLE001
         pass
     return "page state:\n  " + "\n  ".join(rows or ["(no status shown)"])
+
+
+def plotly_charts(page) -> tuple[int, int]:
+    """(Plotly charts the page still keeps alive, charts in the document): a chart's responsive
+    config puts a "resize" listener on window until Plotly.purge, so a chart dropped without purge
+    stays alive (with its whole tree) for as long as the page is open."""
+    cdp = page.context.new_cdp_session(page)
+    try:
+        scripts = {}
+        cdp.on("Debugger.scriptParsed", lambda e: scripts.__setitem__(e["scriptId"], e.get("url", "")))
+        cdp.send("Debugger.enable")  # reports every script already parsed, with its URL
+        cdp.send("Debugger.disable")
+        cdp.send("HeapProfiler.collectGarbage")
+        win = cdp.send("Runtime.evaluate", {"expression": "window"})["result"]["objectId"]
+        listeners = cdp.send("DOMDebugger.getEventListeners", {"objectId": win})["listeners"]
+        # Gradio's Plotly chart module (its file name says so) adds one per chart
+        alive = sum(1 for x in listeners if x["type"] == "resize" and "PlotlyPlot" in scripts.get(x["scriptId"], ""))
+    finally:
+        cdp.detach()
+    return alive, page.evaluate("() => document.querySelectorAll('.js-plotly-plot').length")

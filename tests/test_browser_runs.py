@@ -15,7 +15,7 @@ import time
 import psutil
 import pytest
 
-from tests.browser import Studio, launch_browser, wait_text
+from tests.browser import Studio, launch_browser, plotly_charts, wait_text
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 playwright = pytest.importorskip("playwright.sync_api")
@@ -107,6 +107,10 @@ def test_start_follow_succeed_and_reload(home, tmp_path):
             assert loss_points(page) == 40 and loss_points(page, "eval_loss") == 2
             assert "100%" in page.locator("#run-progress").inner_text()
             assert "loss" in page.locator("#run-log pre").inner_text()
+            # the charts were redrawn several times while it trained (each redraw mounts a new
+            # chart): the dropped ones are purged, not kept alive by their window listeners
+            alive, shown = plotly_charts(page)
+            assert shown >= 2 and alive == shown, (alive, shown)
             # after a reload the run is listed, selected and drawn, from its files alone
             page.reload()
             page.get_by_role("tab", name="Runs").click()
