@@ -172,6 +172,8 @@ def test_each_tab_ticks_one_event_which_also_watches_the_pickers(tmp_path, monke
     assert len(timers) == len(set(timers)), "a timer with two tick events"
     # each input once (the page walks its component tree twice per input of every event)
     assert all(len(f.inputs) == len({i._id for i in f.inputs}) for f in ticks)
+    # and outside the queue: three status messages per tick in the page instead of five
+    assert ticks and all(f.queue is False for f in ticks)
     runs = [f for f in ticks if "runs-list" in ids(f)]
     assert len(runs) == 1 and {"run-status", "run-plot", "demo-banner", "cfg-data-dataset_name_or_path"} <= ids(runs[0])
     pickers_only = [f for f in ticks if "demo-banner" in ids(f) and not ids(f) & {"runs-list", "jobs-list"}
