@@ -42,6 +42,22 @@ class View:
     every: float = 0.0
 
 
+def unsent(out: dict, sent: dict | None) -> dict:
+    """Replace by gr.skip() each value of ``out`` equal to what ``sent`` (name -> repr, what the page
+    was last sent; None: nothing known) says the page shows; returns the new record. A re-sent value
+    re-renders its component (and costs the page a walk of its component tree per property)."""
+    sent = dict(sent or {})
+    for k, v in out.items():
+        if v == gr.skip():
+            continue
+        key = repr(v)
+        if sent.get(k) == key:
+            out[k] = gr.skip()
+        else:
+            sent[k] = key
+    return sent
+
+
 @dataclass
 class Ctx:
     """What every tab builder gets: the language control and the translatable components."""

@@ -93,3 +93,28 @@ def test_the_second_chart_redraws_at_half_the_pace_while_training(workspace_home
     _append(d, [6])
     snap = runs_tab.snapshot("r3", None, snap["view"], "en")
     assert snap["plot"] != gr.skip() and snap["speed"] != gr.skip()
+
+
+def test_jobs_tab_sends_only_what_changed(workspace_home):
+    """The Jobs tab's tick sends what differs from what the page was last sent: a run's new metrics
+    line changes the list's progress, not the picker's choices or the command."""
+    from studio.tabs import jobs as jobs_tab
+
+    d = _write_run(workspace_home, "r3", "running")
+    (d / "studio.json").write_text(json.dumps({"run_id": "r3", "command": ["python", "-m", "core.train.entry"]}))
+    _append(d, [1])
+    first = jobs_tab.view_updates(None, "en")  # tab shown: everything, the newest item picked
+    *out, record = first
+    names = jobs_tab.OUT_NAMES
+    assert len(out) == len(names) and not any(v == gr.skip() for v in out)
+    assert out[names.index("pick")]["value"] == "r3"
+    *again, record2 = jobs_tab.view_updates("r3", "en", record)
+    assert all(v == gr.skip() for v in again) and record2 == record  # nothing changed: nothing sent
+    _append(d, [2])  # the run logs a step
+    *tick, record3 = jobs_tab.view_updates("r3", "en", record2)
+    sent = {n for n, v in zip(names, tick) if v != gr.skip()}
+    assert "table" in sent and "pick" not in sent and "command" not in sent
+    assert "2/3" in tick[names.index("table")]
+    # a language switch (no ``last``) sends every output again
+    *zh, _ = jobs_tab.view_updates("r3", "zh")
+    assert not any(v == gr.skip() for v in zh)

@@ -12,6 +12,7 @@ import gradio as gr
 
 from core import catalog, demo, jobs, workspace
 from core.train import runs
+from studio.app import unsent
 from studio.charts import html_table, log_html, progress_bar
 from studio.locales import refusal, t
 
@@ -77,6 +78,23 @@ def _label(row: dict, lang: str) -> str:
     return f"{row['id']} · {t('jobs.kind_' + row['kind'], lang)}"
 
 
+OUT_NAMES = ["table", "pick", "status", "progress", "command", "log", "result", "stop"]
+
+
+def view_updates(item: str | None, lang: str, last: dict | None = None) -> list:
+    """The updates of the tab's outputs and the record of what they send: every output (``last``
+    None) or, at a tick, only those that differ from what the page was last sent (``last``): while
+    a run trains the list changes at every step, and the picker's choices, the command and the
+    status line were sent and re-rendered again each time."""
+    rows = catalog.activity()
+    ids = [r["id"] for r in rows]
+    value = item if item in ids else (ids[0] if ids else None)
+    out = dict(zip(OUT_NAMES, [table_html(rows, lang), gr.update(choices=[(_label(r, lang), r["id"]) for r in rows],
+                                                                  value=value), *detail(value, lang)]))
+    record = unsent(out, last)
+    return [*out.values(), record]
+
+
 def build_jobs_tab(ctx):
     tr = ctx.tr
     with tr(gr.Tab(ctx.text("jobs.tab"), id="jobs", elem_id="tab-jobs"), "jobs.tab") as tab:
@@ -95,16 +113,10 @@ def build_jobs_tab(ctx):
                          elem_id="jobs-log"), "jobs.log")
         with tr(gr.Accordion(ctx.text("jobs.result"), open=False), "jobs.result"):
             result = gr.Code(language="json", interactive=False, elem_id="jobs-result")
+        sent = gr.State(None)  # what the page was last sent of each output
         watch = ctx.watch_parts(TICK)
     lang = ctx.lang
-    outs = [table, pick, status, progress, command, log, result, stop_btn]
-
-    def render(item, lg):
-        rows = catalog.activity()
-        ids = [r["id"] for r in rows]
-        value = item if item in ids else (ids[0] if ids else None)
-        return [table_html(rows, lg),
-                gr.update(choices=[(_label(r, lg), r["id"]) for r in rows], value=value), *detail(value, lg)]
+    outs = [table, pick, status, progress, command, log, result, stop_btn, sent]
 
     def stop(item, lg):
         if not item:
@@ -121,10 +133,10 @@ def build_jobs_tab(ctx):
             return t("error.prefix", lg) + str(e), gr.skip()
         return t("jobs.demo_started", lg, id=job_id), job_id
 
-    demo_btn.click(build_demo, inputs=lang, outputs=[msg, pick]).then(render, inputs=[pick, lang], outputs=outs)
-    ctx.watch(TICK, _signature, [pick], render, [pick, lang], outs, parts=watch)
-    tab.select(render, inputs=[pick, lang], outputs=outs, show_progress="hidden")
-    pick.input(render, inputs=[pick, lang], outputs=outs, show_progress="hidden")
+    demo_btn.click(build_demo, inputs=lang, outputs=[msg, pick]).then(view_updates, inputs=[pick, lang], outputs=outs)
+    ctx.watch(TICK, _signature, [pick], view_updates, [pick, lang, sent], outs, parts=watch)
+    tab.select(view_updates, inputs=[pick, lang], outputs=outs, show_progress="hidden")
+    pick.input(view_updates, inputs=[pick, lang], outputs=outs, show_progress="hidden")
     stop_btn.click(stop, inputs=[pick, lang], outputs=msg)
-    ctx.on_load.append((render, [pick, lang], outs))
-    ctx.relocalize.append((render, [pick, lang], outs))
+    ctx.on_load.append((view_updates, [pick, lang], outs))
+    ctx.relocalize.append((view_updates, [pick, lang], outs))

@@ -16,7 +16,7 @@ from html import escape
 import gradio as gr
 
 from core.train import runs
-from studio.app import View
+from studio.app import View, unsent
 from studio.charts import html_table, line_figure, log_html, num
 from studio.locales import t
 
@@ -224,16 +224,7 @@ def snapshot(run_id: str | None, compare: str | None, view: dict | None, lang: s
         "cont": gr.update(interactive=st.get("state") == "succeeded"),
     }
     # what the page already shows is not sent again (a re-sent value re-renders its component)
-    sent = {} if force else dict(view.get("sent") or {})
-    for k, v in list(out.items()):
-        if v == gr.skip():
-            continue
-        key = repr(v)
-        if sent.get(k) == key:
-            out[k] = gr.skip()
-        else:
-            sent[k] = key
-    view["sent"] = sent
+    view["sent"] = unsent(out, None if force else view.get("sent"))
     return {"view": view, "plot": loss_fig, "speed": speed_fig, **out}
 
 
