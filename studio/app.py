@@ -460,14 +460,24 @@ RAF_GUARD_JS = (
 # page's heap grew ~2.5 MB a minute of watching). Plotly.react (what each new
 # chart is drawn with) is wrapped, as Plotly's module sets window.Plotly, to purge the charts it
 # drew before that have left the page (a watch of the whole document for removed charts cost more
-# than it saved: every node a chart draws is a mutation).
+# than it saved: every node a chart draws is a mutation). The same wrapper fits each chart to its
+# box: a chart drawn while its box has no width (a run's view drawn as the page reloads: 3 of 3
+# times in chromium) gets Plotly's default 700 px and, with Gradio's responsive config, kept it
+# until the window was resized: in a 598 px box the last steps of the curve and the learning-rate
+# axis were cut off. A ResizeObserver on every chart it draws resizes the chart when its box's
+# width differs from the chart's (when the tab is shown); it fires only when a box changes size.
 PLOT_PURGE_JS = (
     "(() => { let plotly; const drawn = new Set();"
     " Object.defineProperty(window, 'Plotly', {configurable: true, get() { return plotly; }, set(v) { plotly = v;"
     " if (!v || typeof v.react !== 'function' || v.__studioPurges) return; const react = v.react; v.__studioPurges = true;"
+    " const fit = typeof ResizeObserver === 'function' ? new ResizeObserver((entries) => { for (const e of entries) {"
+    " const gd = e.target, w = e.contentRect.width;"
+    " if (gd.isConnected && w > 0 && gd._fullLayout && Math.abs(gd._fullLayout.width - w) > 1)"
+    " { try { v.Plots.resize(gd); } catch (err) {} } } }) : null;"
     " v.react = function (gd, ...rest) { for (const el of drawn) if (!el.isConnected) {"
-    " drawn.delete(el); try { v.purge(el); } catch (e) {} }"
-    " if (gd && gd.nodeType === 1) drawn.add(gd); return react.call(this, gd, ...rest); }; } }); })();"
+    " drawn.delete(el); if (fit) fit.unobserve(el); try { v.purge(el); } catch (e) {} }"
+    " if (gd && gd.nodeType === 1) { drawn.add(gd); if (fit) fit.observe(gd); }"
+    " return react.call(this, gd, ...rest); }; } }); })();"
 )
 
 

@@ -47,6 +47,19 @@ def plotted(page, elem: str = "run-plot") -> dict:
     )
 
 
+def chart_widths(page) -> list:
+    """[(width Plotly laid the chart out at, width of its box)] of the Runs tab's two charts."""
+    return page.evaluate(
+        """() => ['run-plot', 'run-speed'].map(id => { const el = document.querySelector(`#${id} .js-plotly-plot`);
+                   return el && el._fullLayout ? [el._fullLayout.width, el.getBoundingClientRect().width] : null; })"""
+    )
+
+
+def charts_fit(page) -> bool:
+    got = chart_widths(page)
+    return all(w and abs(w[0] - w[1]) <= 2 for w in got)
+
+
 def loss_points(page, series: str = "loss") -> int:
     return plotted(page).get(series, 0)
 
@@ -103,6 +116,9 @@ def test_start_follow_succeed_and_reload(home, tmp_path):
             wait_text(page.locator("#run-status"), run_id, 20)
             first = wait_until(lambda: loss_points(page), 60)
             wait_until(lambda: loss_points(page) > first, 60)  # the curve grows while it trains
+            # the charts fit their boxes (a chart drawn in a box with no width got Plotly's 700 px
+            # and kept it: its right part cut off)
+            wait_until(lambda: charts_fit(page), 10)
             wait_text(page.locator("#run-status"), "succeeded", 180)
             assert loss_points(page) == 40 and loss_points(page, "eval_loss") == 2
             assert "100%" in page.locator("#run-progress").inner_text()
@@ -117,6 +133,8 @@ def test_start_follow_succeed_and_reload(home, tmp_path):
             wait_text(page.locator("#runs-list"), f"{run_id} succeeded lora 40/40", 20)
             wait_text(page.locator("#run-status"), "succeeded", 20)
             wait_until(lambda: loss_points(page) == 40, 20)
+            # drawn during the reload: 700 px in a 598 px box before the page fitted its charts
+            wait_until(lambda: charts_fit(page), 10)
             if os.environ.get("STUDIO_SCREENSHOTS"):
                 page.screenshot(path="assets/runs-tab.png", full_page=True)
             browser.close()
