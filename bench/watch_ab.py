@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -31,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.browser import free_port, launch_browser, wait_text  # noqa: E402
-from tests.conftest import link_demo  # noqa: E402
+from watch_cost import follow_run, long_run_workspace  # noqa: E402 - bench/ is this script's folder
 
 
 def tree_cpu(root: psutil.Process) -> float:
@@ -88,22 +86,9 @@ def main() -> int:
     a = ap.parse_args()
     if not (a.other / "studio" / "app.py").is_file():
         sys.exit(f"{a.other} is not a checkout of this project")
-    demo = ROOT / ".cache" / "demo-ws"
-    if not (demo / "models" / "demo-base").is_dir():
-        sys.exit("no demo workspace in .cache/demo-ws: run `make test` or "
-                 "`PADDLE_STUDIO_HOME=.cache/demo-ws .venv/bin/paddle-studio demo init` first")
     from playwright.sync_api import sync_playwright
 
-    from core.train import config
-
-    tmp = Path(tempfile.mkdtemp(prefix="watch-ab-"))
-    home = link_demo(tmp / "ws", demo)
-    env = {**os.environ, "PADDLE_STUDIO_HOME": str(home)}
-    cfg = tmp / "long.json"
-    flat = config.load_preset("demo-lora", home).to_paddlenlp()
-    flat.update({"max_steps": 100000, "save_steps": 100000, "eval_steps": 100000,
-                 "evaluation_strategy": "no", "logging_steps": 1})
-    cfg.write_text(json.dumps(flat))
+    tmp, home, env, cfg = long_run_workspace("watch-ab-")
     names = ("this", "other")
     studios = [start_studio(ROOT, env, tmp / "this.log"), start_studio(a.other.resolve(), env, tmp / "other.log")]
     rows: dict = {"idle": [], "watched": []}
@@ -147,16 +132,7 @@ def main() -> int:
                 sys.exit(r.stderr[-2000:])
             run_id = json.loads(r.stdout)["run_id"]
             for _, page, _, _ in sides:
-                page.get_by_role("tab", name="Runs", exact=True).click()
-                box = page.locator("#runs-pick input")
-                for _ in range(10):
-                    box.click()
-                    box.fill(run_id)
-                    try:
-                        page.get_by_role("option", name=run_id, exact=True).click(timeout=6000)
-                        break
-                    except Exception:  # noqa: BLE001 - not offered yet
-                        time.sleep(1)
+                follow_run(page, run_id)
             for _, page, _, _ in sides:
                 wait_text(page.locator("#run-status"), f"{run_id} — running", 60)
             deadline = time.time() + 120

@@ -81,6 +81,39 @@ def window(studio_proc, seconds: float, cdp) -> tuple:
     return (cpu_seconds([sp]) - s0) * 60 / dt, sum(parts.values()), main, parts
 
 
+def long_run_workspace(prefix: str) -> tuple:
+    """(temp folder, workspace linked to the demo one, env with it, config of a demo LoRA run long
+    enough to be watched: logs every step, never evaluates or saves)."""
+    demo = ROOT / ".cache" / "demo-ws"
+    if not (demo / "models" / "demo-base").is_dir():
+        sys.exit("no demo workspace in .cache/demo-ws: run `make test` or "
+                 "`PADDLE_STUDIO_HOME=.cache/demo-ws .venv/bin/paddle-studio demo init` first")
+    from core.train import config
+
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    home = link_demo(tmp / "ws", demo)
+    cfg = tmp / "long.json"
+    flat = config.load_preset("demo-lora", home).to_paddlenlp()
+    flat.update({"max_steps": 100000, "save_steps": 100000, "eval_steps": 100000,
+                 "evaluation_strategy": "no", "logging_steps": 1})
+    cfg.write_text(json.dumps(flat))
+    return tmp, home, {**os.environ, "PADDLE_STUDIO_HOME": str(home)}, cfg
+
+
+def follow_run(page, run_id: str) -> None:
+    """On the Runs tab, pick ``run_id`` (started from the CLI) as a person would."""
+    page.get_by_role("tab", name="Runs", exact=True).click()
+    box = page.locator("#runs-pick input")
+    for _ in range(10):
+        box.click()
+        box.fill(run_id)
+        try:
+            page.get_by_role("option", name=run_id, exact=True).click(timeout=6000)
+            return
+        except Exception:  # noqa: BLE001 - not offered yet: the list refreshes every few seconds
+            time.sleep(1)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=30.0, help="length of each window")
@@ -89,20 +122,7 @@ def main() -> int:
     a = ap.parse_args()
     from playwright.sync_api import sync_playwright
 
-    demo = ROOT / ".cache" / "demo-ws"
-    if not (demo / "models" / "demo-base").is_dir():
-        sys.exit("no demo workspace in .cache/demo-ws: run `make test` or "
-                 "`PADDLE_STUDIO_HOME=.cache/demo-ws .venv/bin/paddle-studio demo init` first")
-    tmp = Path(tempfile.mkdtemp(prefix="watch-cost-"))
-    home = link_demo(tmp / "ws", demo)
-    env = {**os.environ, "PADDLE_STUDIO_HOME": str(home)}
-    from core.train import config
-
-    cfg = tmp / "long.json"
-    flat = config.load_preset("demo-lora", home).to_paddlenlp()
-    flat.update({"max_steps": 100000, "save_steps": 100000, "eval_steps": 100000,
-                 "evaluation_strategy": "no", "logging_steps": 1})
-    cfg.write_text(json.dumps(flat))
+    tmp, home, env, cfg = long_run_workspace("watch-cost-")
 
     def cli(*args, timeout=120):
         return subprocess.run([sys.executable, "-m", "core.cli", *args], cwd=ROOT, env=env, capture_output=True,
@@ -130,16 +150,7 @@ def main() -> int:
                 if r.returncode:
                     sys.exit(r.stderr[-2000:])
                 run_id = json.loads(r.stdout)["run_id"]
-                page.get_by_role("tab", name="Runs", exact=True).click()
-                box = page.locator("#runs-pick input")  # the run started from the CLI, picked as a person would
-                for _ in range(10):
-                    box.click()
-                    box.fill(run_id)
-                    try:
-                        page.get_by_role("option", name=run_id, exact=True).click(timeout=6000)
-                        break
-                    except Exception:  # noqa: BLE001 - not offered yet: the list refreshes every few seconds
-                        time.sleep(1)
+                follow_run(page, run_id)
                 wait_text(page.locator("#run-status"), f"{run_id} — running", 60)
                 deadline = time.time() + 120
                 while not (home / "runs" / run_id / "metrics.jsonl").is_file() and time.time() < deadline:

@@ -171,7 +171,7 @@ class Ctx:
             # messages per event instead of five (queued, estimated, started, done), and at each one
             # Gradio re-renders the loading status of every component any event of the page has
             # touched, finding each by a walk of the whole component tree. Chromium watching a run:
-            # -13 to -15 % CPU, both pages watching one run side by side (bench/watch_ab.py). A
+            # -10 to -15 % CPU, both pages watching one run side by side (bench/watch_ab.py). A
             # tick is short and never overlaps itself (the page skips a tick while one is pending).
             timer.tick(_tick_render(views, at), inputs=inputs, outputs=[seen, *outputs],
                        show_progress="hidden", concurrency_limit=None, queue=False)

@@ -103,15 +103,14 @@ def test_jobs_tab_sends_only_what_changed(workspace_home):
     d = _write_run(workspace_home, "r3", "running")
     (d / "studio.json").write_text(json.dumps({"run_id": "r3", "command": ["python", "-m", "core.train.entry"]}))
     _append(d, [1])
-    first = jobs_tab.view_updates(None, "en")  # tab shown: everything, the newest item picked
-    *out, record = first
+    *out, record = jobs_tab.view_updates(None, "en")  # tab shown: everything, the newest item picked
     names = jobs_tab.OUT_NAMES
     assert len(out) == len(names) and not any(v == gr.skip() for v in out)
     assert out[names.index("pick")]["value"] == "r3"
     *again, record2 = jobs_tab.view_updates("r3", "en", record)
     assert all(v == gr.skip() for v in again) and record2 == record  # nothing changed: nothing sent
     _append(d, [2])  # the run logs a step
-    *tick, record3 = jobs_tab.view_updates("r3", "en", record2)
+    *tick, _ = jobs_tab.view_updates("r3", "en", record2)
     sent = {n for n, v in zip(names, tick) if v != gr.skip()}
     assert "table" in sent and "pick" not in sent and "command" not in sent
     assert "2/3" in tick[names.index("table")]
