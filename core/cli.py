@@ -158,12 +158,17 @@ def cmd_data_validate(a) -> int:
         )
         if a.tokenizer:
             ts = out["token_stats"]
-            print(
+            if ts.get("text"):
+                print(f"tokens over {ts['records']} records of raw text: mean {ts['total']['mean']:.1f} max "
+                      f"{ts['total']['max']} (pretraining packs them into blocks of max_length={a.max_length}: "
+                      f"nothing is truncated)")
+            else:
+                print(
                 f"tokens over {ts['records']} records: src mean {ts['src']['mean']:.1f} max {ts['src']['max']}, "
                 f"src+tgt mean {ts['total']['mean']:.1f} max {ts['total']['max']}; "
                 f"truncated by src_length={a.src_length}: {ts['truncated_src']}, "
                 f"by max_length={a.max_length}: {ts['truncated_total']}"
-            )
+                )
     return 0 if rep.ok else 1
 
 
@@ -213,14 +218,21 @@ def _load_run_config(path: str, name: str | None = None):
     return config.load_run_file(path, name)
 
 
-def _file_problems(e, as_json: bool) -> int:
-    """A config file refused before any check of its values: every problem, exit 1."""
+def _file_problems(e, as_json: bool, code: int = 1) -> int:
+    """A config file refused before any check of its values: every problem; exit ``code`` (1 for
+    `config check`, which reports problems; 2 for `train`, which is refused)."""
     if as_json:
         _print_json({"ok": False, "problems": e.problems})
     else:
         for p in e.problems:
-            sys.stderr.write(f"paddle-studio: {e.path}: {p['field'] or '-'}: {p['message']}\n")
-    return 1
+            sys.stderr.write(f"paddle-studio: {e.path}: {_problem_line(p, p['message'])}\n")
+    return code
+
+
+def _problem_line(p: dict, message: str) -> str:
+    """``field: message``, the field once: most messages already begin with their field."""
+    field = p.get("field") or ""
+    return message if field and message.startswith(field) else f"{field or '-'}: {message}"
 
 
 def _apply_parallel(cfg, a) -> None:
@@ -270,7 +282,7 @@ def cmd_config_check(a) -> int:
         _print_json({"ok": not problems, "problems": [{**p, "message": config.check_message(p)} for p in problems]})
     else:
         for p in problems:
-            print(f"{p['field'] or '-'}: {config.check_message(p)}")
+            print(_problem_line(p, config.check_message(p)))
         print("ok" if not problems else f"{len(problems)} problem(s)")
     return 0 if not problems else 1
 
@@ -319,13 +331,15 @@ def cmd_train(a) -> int:
     try:
         cfg = _load_run_config(a.config, a.name)
     except config.FileProblems as e:
-        return _file_problems(e, a.json)
+        return _file_problems(e, a.json, code=2)
     _apply_parallel(cfg, a)
     problems = config.check(cfg)
-    if problems:
+    if problems:  # refused: exit 2 (README), every problem, as JSON too when asked
+        if a.json:
+            _print_json({"ok": False, "problems": [{**p, "message": config.check_message(p)} for p in problems]})
         for p in problems:
-            sys.stderr.write(f"paddle-studio: {p['field'] or '-'}: {config.check_message(p)}\n")
-        return 1
+            sys.stderr.write(f"paddle-studio: {_problem_line(p, config.check_message(p))}\n")
+        return 2
     run_id = runs.create(cfg)
     st = runs.start(run_id)
     if a.detach:
@@ -337,6 +351,20 @@ def cmd_train(a) -> int:
     if not a.json:
         print(f"run {run_id} {st['state']}: {runs.run_dir(run_id)}")
     return _follow(run_id, a.json)
+
+
+def verify_line(res: dict, summary: dict | None = None) -> str:
+    """One line for a run's round-trip verdict (core.train.verify)."""
+    from core.train import verify
+
+    s = summary or verify.summary(res) or {}
+    state = s.get("state")
+    if state == "verified":
+        return (f"verified: reloaded eval loss {s['reloaded_eval_loss']:.4g} vs {s['training_eval_loss']:.4g} in training "
+                f"(step {s['step']}, {s['target']})")
+    if state in ("failed", "error"):
+        return f"{state}: {s.get('reason') or res.get('reason') or 'see verify.json'}"
+    return f"verification: {state or 'not run'}"
 
 
 def cmd_runs(a) -> int:
@@ -362,7 +390,24 @@ def cmd_runs(a) -> int:
             print(f"dir: {out['dir']}\ncommand: {' '.join(out['command'])}")
             if st.get("reason"):
                 print(f"reason: {st['reason']}")
+            if out.get("verify"):
+                print(verify_line({"state": out["verify"]["state"], "targets": {}}, out["verify"]))
         return 0
+    if a.runs_verb == "verify":
+        from core.train import verify
+
+        d = runs.run_dir(a.run)
+        if runs.status(d).get("state") in runs.ACTIVE:
+            print(f"run {a.run} is {runs.status(d)['state']}: verify it once it has ended", file=sys.stderr)
+            return 1
+        res = verify.verify_run(d)
+        if a.json:
+            _print_json({"run_id": a.run, **res, "summary": verify.summary(res)})
+        else:
+            print(verify_line(res))
+            for name, t in res["targets"].items():
+                print(f"  {name}: {t['state']}" + (f" - {t['reason']}" if t.get("reason") else ""))
+        return 0 if res["state"] in ("verified", "none") else 1
     if a.runs_verb == "stop":
         st = runs.stop(a.run)
     elif a.runs_verb == "resume":
@@ -618,8 +663,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.set_defaults(func=cmd_train)
 
     r = sub.add_parser("runs", help="runs in the workspace").add_subparsers(dest="runs_verb", required=True)
-    for verb in ("list", "show", "stop", "resume", "continue"):
-        q = r.add_parser(verb)
+    for verb in ("list", "show", "stop", "resume", "continue", "verify"):
+        q = r.add_parser(verb, help={"verify": "reload what the run saved in a fresh process and compare its dev "
+                                               "loss with training's (also run after every run)"}.get(verb))
         if verb != "list":
             q.add_argument("run")
         if verb in ("resume", "continue"):

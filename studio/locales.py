@@ -156,6 +156,28 @@ TEXT: dict[str, dict[str, str]] = {
     "runs.startup.first_step": {"en": "training: waiting for the first loss point", "zh": "训练中：等待第一个损失值"},
     "runs.reason": {"en": "reason: {reason}", "zh": "原因：{reason}"},
     "runs.exit_code": {"en": "exit code {code}", "zh": "退出码 {code}"},
+    "verify.warn_failed": {
+        "en": "⚠ This output failed its run's round-trip check: {reason}. Merging or quantizing it would carry that on.",
+        "zh": "⚠ 该输出未通过所属运行的往返校验：{reason}。合并或量化会把这个问题带下去。"},
+    "verify.warn_unverified": {
+        "en": "⚠ This output has not passed its run's round-trip check ({state}): `paddle-studio runs verify RUN` checks it.",
+        "zh": "⚠ 该输出尚未通过所属运行的往返校验（{state}）：可用 `paddle-studio runs verify RUN` 校验。"},
+    "merge.against_training": {
+        "en": "Against training: the merged model's eval loss on training's own sample is {got}, training recorded {want} "
+              "(step {step}).",
+        "zh": "与训练对照：合并后模型在训练所用样本上的验证损失为 {got}，训练时记录为 {want}（第 {step} 步）。"},
+    "runs.verify.verified": {
+        "en": "✔ verified: reloaded in a fresh process, eval loss {got} vs {want} in training (step {step}, {target})",
+        "zh": "✔ 已验证：在新进程中重新加载，验证损失 {got}，训练中为 {want}（第 {step} 步，{target}）"},
+    "runs.verify.failed": {
+        "en": "✘ the saved model does not reproduce training: reloaded eval loss {got} vs {want} in training "
+              "(step {step}, {target})",
+        "zh": "✘ 保存的模型无法复现训练结果：重新加载后验证损失 {got}，训练中为 {want}（第 {step} 步，{target}）"},
+    "runs.verify.running": {"en": "verifying: reloading what the run saved in a fresh process…",
+                            "zh": "校验中：正在新进程中重新加载本次运行保存的模型…"},
+    "runs.verify.error": {"en": "✘ the saved model could not be reloaded: {reason}",
+                          "zh": "✘ 无法重新加载保存的模型：{reason}"},
+    "runs.verify.no_reference": {"en": "not verified: {reason}", "zh": "未验证：{reason}"},
     "runs.none": {"en": "No runs yet: start one in the Train tab.", "zh": "还没有运行：请在“训练”页开始一次。"},
     "runs.no_diff": {"en": "The two configs are the same.", "zh": "两个配置相同。"},
     "runs.pick_first": {"en": "Pick a run first.", "zh": "请先选择一个运行。"},
@@ -321,6 +343,20 @@ TEXT: dict[str, dict[str, str]] = {
     },
     "check.multinode_needs_master": {"en": "more than one node needs master host:port", "zh": "多机训练需要填写 master 的 host:port"},
     "check.qlora_needs_algo": {"en": "QLoRA needs weight_quantize_algo (nf4 or fp4)", "zh": "QLoRA 需要设置 weight_quantize_algo（nf4 或 fp4）"},
+    "check.cpu_refused": {"en": "{key} does not work on this machine (no GPU): {why}",
+                          "zh": "{key} 在本机（没有 GPU）上无法生效：{why_zh}"},
+    "check.device_not_here": {
+        "en": "device {device!r}: this machine has no GPU; write \"cpu\" (the run would train on the CPU while its "
+              "config says {device})",
+        "zh": "device {device!r}：本机没有 GPU；请写 \"cpu\"（否则配置写着 {device}，实际却在 CPU 上训练）"},
+    "check.fused_layout_with_adapter": {
+        "en": "{key} fuses the layers the {method} targets name ({targets}): the adapter would miss them; turn {key} "
+              "off or train sft",
+        "zh": "{key} 会把 {method} 的目标层（{targets}）融合成一层，适配器将匹配不到它们；请关闭 {key} 或改用全量微调 sft"},
+    "check.warmup_ignored": {
+        "en": "warmup_steps ({warmup}) is ignored by the constant schedule: choose constant_with_warmup, or set "
+              "warmup_steps to 0",
+        "zh": "constant 学习率调度会忽略 warmup_steps（{warmup}）：请选择 constant_with_warmup，或把 warmup_steps 设为 0"},
     "check.unknown_method": {"en": "unknown method {method!r}; expected one of {expected}", "zh": "未知方法 {method!r}；应为 {expected} 之一"},
     "error.prefix": {"en": "**Error:** ", "zh": "**错误**："},
     "error.unexpected": {"en": "Unexpected error: {detail}", "zh": "意外错误：{detail}"},

@@ -8,6 +8,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 # `make` points the demo cache at .cache/demo-ws for `make run`; tests say themselves where theirs is
 os.environ.pop("PADDLE_STUDIO_DEMO_CACHE", None)
+# the round-trip check after every run (a fresh process importing paddle, ~6 s of a core) is on for
+# users; tests that are not about it turn it off, those that are turn it on (PADDLE_STUDIO_VERIFY=1)
+os.environ["PADDLE_STUDIO_VERIFY"] = "0"
 
 
 @pytest.fixture(autouse=True)

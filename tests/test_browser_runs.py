@@ -105,7 +105,7 @@ def run_processes(run_dir) -> list:
 
 
 def test_start_follow_succeed_and_reload(home, tmp_path):
-    s = Studio(home, tmp_path / "studio.log")
+    s = Studio(home, tmp_path / "studio.log", env={"PADDLE_STUDIO_VERIFY": "1"})
     try:
         with playwright.sync_playwright() as p:
             browser = launch_browser(p)
@@ -120,6 +120,9 @@ def test_start_follow_succeed_and_reload(home, tmp_path):
             # and kept it: its right part cut off)
             wait_until(lambda: charts_fit(page), 10)
             wait_text(page.locator("#run-status"), "succeeded", 180)
+            # then the round trip: the saved adapter, reloaded in a fresh process, gives training's loss
+            verdict = wait_text(page.locator("#run-verify"), "verified: reloaded in a fresh process", 120)
+            assert "step 40, output" in verdict, verdict
             assert loss_points(page) == 40 and loss_points(page, "eval_loss") == 2
             assert "100%" in page.locator("#run-progress").inner_text()
             assert "loss" in page.locator("#run-log pre").inner_text()
@@ -135,6 +138,11 @@ def test_start_follow_succeed_and_reload(home, tmp_path):
             wait_until(lambda: loss_points(page) == 40, 20)
             # drawn during the reload: 700 px in a 598 px box before the page fitted its charts
             wait_until(lambda: charts_fit(page), 10)
+            wait_text(page.locator("#run-verify"), "verified", 20)  # the verdict is in the run's files
+            page.get_by_label("中文").check()
+            wait_text(page.locator("#run-verify"), "已验证：在新进程中重新加载", 20)
+            page.get_by_label("English").check()
+            wait_text(page.locator("#run-verify"), "verified", 20)
             if os.environ.get("STUDIO_SCREENSHOTS"):
                 page.screenshot(path="assets/runs-tab.png", full_page=True)
             browser.close()

@@ -142,11 +142,19 @@ def test_dpo_lora_raises_margin_likelihood_and_exact_match(home, monkeypatch):
     from core.models import loading
 
     monkeypatch.setenv("PADDLE_STUDIO_HOME", str(home))
+    monkeypatch.setenv("PADDLE_STUDIO_VERIFY", "1")
     run_id = runs.create(dpo_config(home))
     runs.start(run_id)
     wait_for(lambda: runs.status(run_id)["state"] not in ("queued", "running"), 900, 0.5)
     assert runs.status(run_id)["state"] == "succeeded", runs.status(run_id)
     d = runs.run_dir(run_id)
+    # the round trip: the saved DPO adapter, reloaded in a fresh process, gives the loss on the
+    # preferred answers that training computed with the trained model in memory
+    from core.train import verify
+
+    v = wait_for(lambda: (lambda x: x if x and x.get("state") != "running" else None)(verify.read(d)), 180, 0.5)
+    assert v["state"] == "verified", v
+    assert json.loads(cli("runs", "show", run_id, "--json", home=home).stdout)["verify"]["state"] == "verified"
     recs = [json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines()]
     steps = [r for r in recs if "loss" in r]
     assert len(steps) == 120 and all("rewards/margins" in r and "rewards/accuracies" in r for r in steps)
@@ -179,7 +187,8 @@ def test_dpo_lora_raises_margin_likelihood_and_exact_match(home, monkeypatch):
     out = home / "models" / "dpo-merged"
     r = cli("merge", "--adapter", str(adapter), "--out", str(out), "--json", home=home)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert json.loads(r.stdout)["check"]["max_abs_diff"] < 1e-4
+    check = json.loads(r.stdout)["check"]
+    assert check["max_abs_diff"] < 1e-4 and check["training"]["ok"], check
 
 
 @pytest.mark.slow

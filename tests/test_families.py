@@ -60,6 +60,14 @@ def _train(home, model, method, steps, name):
     return runs.run_dir(run_id), []
 
 
+def _verified(run) -> dict:
+    """The run's round-trip verdict (core.train.verify), once its supervisor has written it."""
+    from core.train import verify
+
+    v = wait_for(lambda: (lambda x: x if x and x.get("state") not in ("running",) else None)(verify.read(run)), 180, 0.5)
+    return v
+
+
 def _chat(home, *target):
     out = []
     for q in QUESTIONS:
@@ -72,6 +80,7 @@ def _chat(home, *target):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_family_lora_merge_chat_wint8(home, family, monkeypatch):
     monkeypatch.setenv("PADDLE_STUDIO_HOME", str(home))
+    monkeypatch.setenv("PADDLE_STUDIO_VERIFY", "1")  # the run's supervisor proves its output after the run
     preset = config.family_preset(family)
     model = _imported(home, family)
     # the tokenizer speaks the family's own chat template: its markers are in the prompt
@@ -84,14 +93,28 @@ def test_family_lora_merge_chat_wint8(home, family, monkeypatch):
 
     run, problems = _train(home, model, "lora", 20, f"{family}-lora")
     assert not problems, problems
-    last = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if '"steps_per_sec"' in line][-1]
+    recs = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    last = [r for r in recs if "steps_per_sec" in r][-1]
     assert last["step"] == 20
+    # a random model starts near ln V: the loss is a mean over the answer tokens only (OPT's own
+    # forward averaged over every position, prompt and padding too: 1.76 where ln V is 6.54)
+    vocab = json.loads((home / "models" / f"{family}-in" / "config.json").read_text())["vocab_size"]
+    first = next(r["loss"] for r in recs if "loss" in r)
+    assert first > 0.8 * np.log(vocab), (first, np.log(vocab))
+    # what the run saved, reloaded in a fresh process, gives the loss training had in memory
+    v = _verified(run)
+    assert v["state"] == "verified", v
+    out = v["targets"]["output"]
+    assert out["diff"] <= out["tolerance"] and out["tokenization_identical"] == f"{out['examples']}/{out['examples']}"
     adapter = run / "output"
     merged = home / "models" / f"{family}-merged"
     r = cli("merge", "--adapter", str(adapter), "--out", str(merged), "--json", home=home)
     assert r.returncode == 0, r.stderr[-2000:]
-    diff = json.loads(r.stdout)["check"]["max_abs_diff"]
+    check = json.loads(r.stdout)["check"]
+    diff = check["max_abs_diff"]
     assert diff < 1e-4
+    # and the merged model, reloaded from disk, against training's own record (not the adapter as loaded here)
+    assert check["training"]["ok"] and check["training"]["diff"] <= check["training"]["tolerance"], check
     moved = float(np.abs(_logits(merged) - _logits(model)).max())
     assert moved > 1e-3  # 20 LoRA steps changed the model (a dead layer would leave it as it was)
     via_adapter = _chat(home, "--adapter", str(adapter))
@@ -120,3 +143,14 @@ def test_family_prefix(home, family, monkeypatch):
     assert (run / "output" / "prefix_config.json").is_file()
     answers = _chat(home, "--adapter", str(run / "output"))
     assert len(answers) == 2
+    # left-padded batches answer as one prompt at a time (a prefix's trained keys carry no position:
+    # rows whose positions were shifted by their padding saw them from elsewhere)
+    from core.data import datasets, templates
+    from core.models import evaluate, loading
+
+    model, tok, tpl = loading.load(None, run / "output")
+    convs = [templates.messages_of(r)[:-1] for r in list(datasets.iter_records(home / "datasets" / "demo" / "dev.json",
+                                                                               "paddlenlp"))[:16]]
+    batched = evaluate.generate(model, tok, tpl, convs, 12)
+    single = evaluate.generate(model, tok, tpl, convs, 12, batch_size=1)
+    assert batched == single

@@ -1153,7 +1153,15 @@ def token_stats(
 
     tok = load_tokenizer(tokenizer_dir)
     src_lens, total_lens = [], []
+    text = False
     for rec in iter_records(path, fmt):
+        if isinstance(rec.get("text"), str) and "src" not in rec:  # raw text: every token trains, no prompt
+            text = True
+            src_lens.append(0)
+            total_lens.append(len(tok.encode(rec["text"], add_special_tokens=False)["input_ids"]) + 1)
+            if len(src_lens) >= limit:
+                break
+            continue
         turns = as_turns(rec)
         ctx = sum(len(tok.encode(q, add_special_tokens=False)["input_ids"]) for q, _ in turns)
         ctx += sum(len(tok.encode(a, add_special_tokens=False)["input_ids"]) + 1 for _, a in turns[:-1])
@@ -1176,8 +1184,10 @@ def token_stats(
         "total": {**hist(t), "mean": float(t.mean()), "max": int(t.max()), "p95": float(np.percentile(t, 95))},
         "src_length": src_length,
         "max_length": max_length,
-        "truncated_src": int((s > src_length).sum()),
-        "truncated_total": int((t > max_length).sum()),
+        # raw text is cut into blocks of max_length and packed (pretraining): nothing is lost to truncation
+        "truncated_src": 0 if text else int((s > src_length).sum()),
+        "truncated_total": 0 if text else int((t > max_length).sum()),
+        "text": text,
     }
 
 

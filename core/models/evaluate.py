@@ -76,17 +76,23 @@ def rouge_l(hyps: list[str], refs: list[str]) -> float:
 
 def loss_and_accuracy(model, tokenizer, template, records, src_length=1024, max_length=2048, batch_size=16) -> dict:
     """Mean token loss, perplexity and next-token accuracy over the answer tokens of ``records``."""
-    import numpy as np
-    import paddle
-    import paddle.nn.functional as F
-
     from core.data import datasets
 
     if datasets.is_text_dataset(records):  # raw text: every token of max_length blocks, as pretraining sees it
         exs = templates.text_blocks(tokenizer, [r["text"] for r in records], max_length)
     else:
         exs = [e for e in (templates.build_example(tokenizer, template, r, src_length, max_length) for r in records) if e]
-    pad = tokenizer.pad_token_id
+    res = examples_loss(model, exs, tokenizer.pad_token_id, batch_size)
+    return {**res, "examples": len(exs)}
+
+
+def examples_loss(model, exs: list[dict], pad: int, batch_size: int = 16) -> dict:
+    """Mean token loss, perplexity and next-token accuracy over the label tokens of tokenized
+    examples ({input_ids, labels}, labels already shifted), in right-padded batches."""
+    import numpy as np
+    import paddle
+    import paddle.nn.functional as F
+
     total_loss = 0.0
     total_tok = correct = 0
     with paddle.no_grad():
@@ -121,6 +127,21 @@ def loss_and_accuracy(model, tokenizer, template, records, src_length=1024, max_
             "tokens": total_tok, "examples": len(exs)}
 
 
+def padded_positions_matter(model) -> bool:
+    """Whether left-padded generation must be given each row's own position ids. Without them the
+    families below number positions from the batch's first column, pads included: rotary families
+    (LLaMA, Qwen2, ChatGLM2) do not care, as a shift of every query and key cancels, except that a
+    prefix adapter's trained keys carry no position, so a shifted row saw them from elsewhere (a
+    prefix adapter answered 7 of 40 dev prompts as it does one at a time); GPT's learned absolute
+    positions move outright. The family preset says it (``generate_position_ids``)."""
+    from core.train.config import family_of_type
+
+    inner = getattr(model, "model", model)
+    cfg = getattr(inner, "config", None) or getattr(model, "config", None)
+    fam = family_of_type(getattr(cfg, "model_type", "") or "") or {}
+    return bool(fam.get("generate_position_ids"))
+
+
 def generate(model, tokenizer, template, conversations: list[list[dict]], max_new_tokens=64, batch_size=32,
              src_length: int | None = None) -> list[str]:
     """Greedy answers for conversations that end with a user message (batched, left padded)."""
@@ -128,6 +149,7 @@ def generate(model, tokenizer, template, conversations: list[list[dict]], max_ne
     import paddle
 
     prompts = [templates.prompt_ids(tokenizer, template, c, src_length) for c in conversations]
+    own_positions = padded_positions_matter(model)
     pad = tokenizer.pad_token_id
     eos = tokenizer.eos_token_id
     out: list[str] = []
@@ -139,9 +161,13 @@ def generate(model, tokenizer, template, conversations: list[list[dict]], max_ne
             att = np.zeros((len(chunk), n), dtype="int64")
             for k, p in enumerate(chunk):
                 ids[k, n - len(p):], att[k, n - len(p):] = p, 1
+            extra = {}
+            if own_positions:  # each row counts its positions from its first real token, as training did
+                extra["position_ids"] = paddle.to_tensor(np.maximum(np.cumsum(att, axis=1) - 1, 0).astype("int64"))
             res = model.generate(
                 input_ids=paddle.to_tensor(ids),
                 attention_mask=paddle.to_tensor(att),
+                **extra,
                 max_new_tokens=max_new_tokens,
                 decode_strategy="greedy_search",
                 eos_token_id=eos,
@@ -220,13 +246,12 @@ def submit_compare(adapter: str | Path, merged: str | Path | None = None, limit:
     """Start a job that evaluates base, base + adapter and (when given) the merged model on the dev
     split of the dataset the adapter was trained on; returns the job id."""
     from core import jobs
-    from core.train import runs
 
     adapter = Path(adapter)
     base = loading.base_of(adapter)
     if not loading.adapter_kind(adapter) or not base:
         raise jobs.Refused("no_adapter", f"{adapter} holds no adapter with a recorded base", path=str(adapter))
-    flat = runs.read_json(adapter.parent / "config.json", {}) or {}
+    flat = jobs.read_json(adapter.parent / "config.json", {}) or {}
     data = flat.get("dataset_name_or_path")
     if not data:
         raise jobs.Refused("no_data", f"{adapter.parent / 'config.json'} names no dataset_name_or_path", path=str(adapter))

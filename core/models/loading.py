@@ -89,12 +89,54 @@ def load(model_dir: str | Path | None, adapter_dir: str | Path | None = None):
     return model, tokenizer, templates.load_template(tokenizer, tok_dir)
 
 
+VERA_RANDOM_A = ("{path}: this VeRA adapter was trained with a random frozen matrix vera_A, which PaddleNLP does not "
+                 "save (vera_model_state.pdparams holds only vera_B, vera_b and vera_d): every load would draw another "
+                 "one and give another model. Train it again (the studio now builds VeRA with pissa_init, as upstream "
+                 "does, so the frozen matrices come from the base weights and reload exactly)")
+
+
+def _vera_rebuildable(adapter_dir) -> bool:
+    """A VeRA adapter whose frozen matrices a load rebuilds exactly: built with pissa_init (from the
+    base weights' SVD), or saved with its vera_A."""
+    try:
+        cfg = json.loads((Path(adapter_dir) / "vera_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if cfg.get("pissa_init"):
+        return True
+    import paddle
+
+    try:
+        state = paddle.load(str(Path(adapter_dir) / "vera_model_state.pdparams"), return_numpy=True)
+    except Exception:  # noqa: BLE001 - unreadable: the load itself will say why
+        return True
+    return any(k.endswith("vera_A") for k in state)
+
+
+def restore_pissa(model):
+    """A PiSSA adapter comes back as it was trained. PiSSA trains on the residual W - A0·B0 (A0, B0:
+    the base weight's top singular vectors) and saves only the trained A and B; PaddleNLP's
+    LoRALinear recomputes the residual lazily at the first forward *and overwrites A and B with the
+    SVD start*, so a loaded PiSSA adapter was silently the base model again. Here the residual is
+    computed from the loaded base weights now and the trained A and B are put back."""
+    import paddle
+
+    for layer in model.sublayers():
+        if getattr(layer, "pissa", False) and not getattr(layer, "apply_pissa", True):
+            a, b = layer.lora_A.numpy().copy(), layer.lora_B.numpy().copy()
+            layer.pissa_init(layer.r)
+            layer.lora_A.set_value(paddle.to_tensor(a, dtype=layer.lora_A.dtype))
+            layer.lora_B.set_value(paddle.to_tensor(b, dtype=layer.lora_B.dtype))
+            layer.apply_pissa = True
+    return model
+
+
 def attach_adapter(model, model_dir: str, adapter_dir: str):
     kind = adapter_kind(adapter_dir)
     if kind == "lora":
         from paddlenlp.peft import LoRAModel
 
-        return LoRAModel.from_pretrained(model, adapter_dir)
+        return restore_pissa(LoRAModel.from_pretrained(model, adapter_dir))
     if kind == "prefix":
         from paddlenlp.peft import PrefixModelForCausalLM
         from paddlenlp.peft.prefix import utils as prefix_utils
@@ -106,6 +148,8 @@ def attach_adapter(model, model_dir: str, adapter_dir: str):
     if kind == "vera":
         from paddlenlp.peft import VeRAModel
 
+        if not _vera_rebuildable(adapter_dir):
+            raise ValueError(VERA_RANDOM_A.format(path=adapter_dir))
         return VeRAModel.from_pretrained(model, adapter_dir)
     if kind == "lokr":
         from paddlenlp.peft import LoKrModel

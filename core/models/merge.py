@@ -1,4 +1,6 @@
-"""Merge an adapter into its base model and prove the merge: merged logits must equal base+adapter.
+"""Merge an adapter into its base model and prove the merge: merged logits must equal base+adapter,
+and the merged model reloaded from disk must give the dev loss training recorded for the adapter
+with the trained model in memory (an independent reference: a wrong adapter load fails here).
 
 LoRA (W + B·A·scale) and LoKr are folded by PaddleNLP's own ``merge()``; VeRA's update
 (diag(b)·B·diag(d)·A·scale) is folded here. The merged model is written as safetensors with
@@ -69,6 +71,23 @@ def _fold_vera(model) -> int:
     return n
 
 
+def against_training(model, tokenizer, adapter: str | Path) -> dict | None:
+    """The merged model (as reloaded from disk) against the adapter's training, not against the
+    adapter as loaded here: its loss on the sample whose loss training recorded with the trained
+    model in memory (core.train.verify). None for an adapter saved without that record."""
+    from core.train import verify
+
+    try:
+        ref = json.loads((Path(adapter) / verify.REFERENCE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    got = verify.score(model, ref["examples"], tokenizer.pad_token_id)["eval_loss"]
+    tol = verify.tolerance(ref["eval_loss"])
+    return {"merged_eval_loss": got, "training_eval_loss": ref["eval_loss"], "step": ref.get("step"),
+            "examples": len(ref["examples"]), "diff": abs(got - ref["eval_loss"]), "tolerance": tol,
+            "ok": abs(got - ref["eval_loss"]) <= tol}
+
+
 def merge(base: str | Path | None, adapter: str | Path, out: str | Path, log=print) -> dict:
     import paddle
     from paddlenlp.transformers import AutoModelForCausalLM
@@ -128,6 +147,15 @@ def merge(base: str | Path | None, adapter: str | Path, out: str | Path, log=pri
         info = {"merged_from": {"base": str(Path(base).resolve()), "adapter": str(Path(adapter).resolve()), "kind": kind},
                 "check": {"prompts": len(CHECK_PROMPTS), "max_abs_diff": max(diff, disk_diff), "dtype": "float32"},
                 "seconds": round(time.perf_counter() - t0, 2)}
+        against = against_training(reloaded, tok, adapter)
+        if against:
+            info["check"]["training"] = against
+            log(f"merged model's eval loss on training's sample {against['merged_eval_loss']:.5g} "
+                f"vs {against['training_eval_loss']:.5g} in training")
+            if not against["ok"]:
+                raise ValueError(f"the merged model does not reproduce training: eval loss {against['merged_eval_loss']:.4g} "
+                                 f"on training's own sample vs {against['training_eval_loss']:.4g} in training (allowed "
+                                 f"difference {against['tolerance']:.2g}); nothing was written")
         workspace.write_json_atomic(tmp / workspace.MODEL_MARKER, info)
         workspace.publish_dir(tmp, out)
     except BaseException:

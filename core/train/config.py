@@ -85,7 +85,8 @@ class TrainingSection:
     num_train_epochs: float = _f(1.0, "Passes over the training data (ignored when max_steps > 0).")
     max_steps: int = _f(-1, "Total optimizer steps; -1 means use num_train_epochs.")
     warmup_steps: int = _f(0, "Linear warm-up steps.")
-    lr_scheduler_type: str = _f("linear", "Learning-rate schedule.", choices=("linear", "cosine", "constant"))
+    lr_scheduler_type: str = _f("linear", "Learning-rate schedule (constant ignores warm-up: use constant_with_warmup).",
+                                choices=("linear", "cosine", "constant", "constant_with_warmup", "polynomial"))
     logging_steps: int = _f(1, "Write a metrics line every this many steps.")
     evaluation_strategy: str = _f("no", "When to evaluate on dev.", choices=("no", "steps", "epoch"))
     eval_steps: int = _f(100, "Evaluate every this many steps (evaluation_strategy=steps).")
@@ -370,7 +371,46 @@ MESSAGES = {
     "multinode_needs_master": "more than one node needs master host:port",
     "qlora_needs_algo": "QLoRA needs weight_quantize_algo (nf4 or fp4)",
     "unknown_method": "unknown method {method!r}; expected one of {expected}",
+    "cpu_refused": "{key} does not work on this machine (no GPU): {why}",
+    "device_not_here": "device {device!r}: this machine has no GPU; write \"cpu\" (the run would train on the CPU "
+                       "while its config says {device})",
+    "fused_layout_with_adapter": ("{key} fuses the layers the {method} targets name ({targets}): the adapter would "
+                                  "miss them; turn {key} off or train sft"),
+    "warmup_ignored": ("warmup_steps ({warmup}) is ignored by the constant schedule: choose constant_with_warmup, "
+                       "or set warmup_steps to 0"),
 }
+
+
+# Keys PaddleNLP accepts that do nothing or fail on a machine without a GPU, each with what was
+# measured here (paddle 3.0.0 CPU, paddlenlp 3.0.0b4, the demo LLaMA): the check refuses them on
+# CPU instead of letting the run ignore them. (English, 中文)
+CPU_REFUSED = {
+    "use_fused_rms_norm": ("PaddleNLP's fused RMSNorm imports the GPU-only fused_ln module (\"Failed importing fused_ln\")",
+                           "PaddleNLP 的融合 RMSNorm 需要仅 GPU 可用的 fused_ln 模块（“Failed importing fused_ln”）"),
+    "use_fused_rope": ("PaddleNLP switches the fused rotary embedding off when no GPU is present and trains with the "
+                       "plain one, so the switch would do nothing",
+                       "没有 GPU 时 PaddleNLP 会关闭融合旋转位置编码、改用普通实现，这个开关不会生效"),
+    "use_fused_linear_cross_entropy": ("it needs the paddlenlp_kernel package (GPU kernels; \"No module named "
+                                       "'paddlenlp_kernel'\")",
+                                       "需要 paddlenlp_kernel 包（GPU 算子；“No module named 'paddlenlp_kernel'”）"),
+    "use_fused_linear": ("GPT's fused linear layer is a GPU kernel (paddle.incubate); other families ignore the switch",
+                         "GPT 的融合线性层是 GPU 算子（paddle.incubate）；其他模型系列会忽略这个开关"),
+    "use_fused_dropout_add": ("GPT's fused dropout + residual add is a GPU kernel (paddle.incubate); other families "
+                              "ignore the switch",
+                              "GPT 的融合 dropout + 残差相加是 GPU 算子（paddle.incubate）；其他模型系列会忽略这个开关"),
+    "sequence_parallel": ("it splits activations between tensor-parallel ranks, so it needs tensor_parallel_degree > 1 "
+                          "(paddle fails without a hybrid group: \"'Fleet' object has no attribute '_hcg'\")",
+                          "它在张量并行的各进程间切分激活，需要 tensor_parallel_degree > 1（没有混合并行组时 paddle 报错："
+                          "“'Fleet' object has no attribute '_hcg'”）"),
+    "amp_master_grad": ("it keeps fp32 master gradients for O2 mixed precision (fp16/bf16), which needs a GPU: on CPU "
+                        "it would do nothing",
+                        "它为 O2 混合精度（fp16/bf16）保留 fp32 主梯度，而混合精度需要 GPU：在 CPU 上不会生效"),
+    "fp16_full_eval": ("it casts the model to fp16 to evaluate, and fp16 needs a GPU here (fp16 itself is refused on CPU)",
+                       "它把模型转成 fp16 来评估，而 fp16 在这里需要 GPU（CPU 上 fp16 本身也会被拒绝）"),
+}
+# switches that re-shape the model's layers: a LoRA-family method's targets (the family preset's
+# q_proj, k_proj, v_proj, gate_proj, up_proj) would then match nothing of what they fused
+FUSED_LAYOUT = ("fuse_attention_qkv", "fuse_attention_ffn")
 
 
 def check_message(p: dict) -> str:
@@ -378,6 +418,13 @@ def check_message(p: dict) -> str:
         return MESSAGES[p["code"]].format(field=p.get("field"), **p.get("params", {}))
     except (KeyError, IndexError, ValueError):
         return p["code"]
+
+
+def _model_type(model_dir: str) -> str:
+    try:
+        return json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8")).get("model_type", "") or ""
+    except (OSError, ValueError, AttributeError, TypeError):
+        return ""
 
 
 def looks_like_hub_id(path: str) -> bool:
@@ -517,10 +564,26 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
         add("opt_level_needs_amp", "training.fp16_opt_level")
     if tr.fp16 and tr.bf16:
         add("fp16_and_bf16", "training.bf16")
+    x = cfg.extra or {}
+    if tr.lr_scheduler_type == "constant" and isinstance(tr.warmup_steps, int) and tr.warmup_steps > 0:
+        add("warmup_ignored", "training.warmup_steps", warmup=tr.warmup_steps)
+    if m.method in ("lora", "qlora", "vera", "lokr", "dpo"):
+        for key in FUSED_LAYOUT:
+            if x.get(key) and (m.method != "dpo" or m.dpo_lora):
+                add("fused_layout_with_adapter", f"extra.{key}", key=key, method=m.method,
+                    targets=", ".join(t.strip(".*") for t in (family_of_type(_model_type(model_dir)) or {}).get(
+                        "target_modules", [])[:3]) or "its projections")
     if not has_gpu:
+        dev = x.get("device")
+        if isinstance(dev, str) and dev not in ("", "cpu"):
+            add("device_not_here", "extra.device", device=dev)
+        for key, (why, why_zh) in CPU_REFUSED.items():
+            if x.get(key):
+                add("cpu_refused", f"extra.{key}", key=key, why=why, why_zh=why_zh)
         for flag, name, fld in (
             (m.method == "qlora" or bool(m.weight_quantize_algo), "QLoRA / weight_quantize_algo", "method.weight_quantize_algo"),
-            (tr.use_flash_attention, "FlashAttention", "training.use_flash_attention"),
+            (tr.use_flash_attention, "FlashAttention (paddle: \"Expected is_gpu_place == true\" in its fused softmax "
+                                     "mask kernel)", "training.use_flash_attention"),
             (tr.flash_mask, "flash_mask", "training.flash_mask"),
             (tr.fp16, "fp16", "training.fp16"),
             (tr.bf16, "bf16", "training.bf16"),

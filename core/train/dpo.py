@@ -127,6 +127,10 @@ def main(run_dir: Path, flat: dict, resume: bool, entry) -> int:
 
     family = model_family(model_dir)
     model_config = AutoConfig.from_pretrained(model_dir)
+    # as run_dpo.py: the training arguments' LLM switches reach the model config
+    from paddlenlp.transformers.configuration_utils import LlmMetaConfig
+
+    LlmMetaConfig.set_llm_config(model_config, training_args)
     if getattr(model_config, "ignore_index", -100) != -100:
         model_config.ignore_index = -100
     model = AutoModelForCausalLM.from_pretrained(model_dir, config=model_config, dtype="float32")
@@ -147,6 +151,9 @@ def main(run_dir: Path, flat: dict, resume: bool, entry) -> int:
         ref_model.eval()
     entry.phase("model")
 
+    from core.data import templates
+
+    save_reference = entry.reference_writer(run_dir, model, tokenizer, templates.load_template(tokenizer, tok_dir), flat)
     mean_tokens = sum(len(e["input_ids"]) for e in train_ex) / len(train_ex)
     per_step = training_args.per_device_train_batch_size * training_args.gradient_accumulation_steps
     tokens_per_step = mean_tokens * len(train_ex) / max(len(train_ds), 1) * per_step
@@ -155,7 +162,7 @@ def main(run_dir: Path, flat: dict, resume: bool, entry) -> int:
         train_dataset=train_ds, eval_dataset=eval_ds, tokenizer=tokenizer,
         data_collator=entry.fail_fast(partial(preference_collate_fn, max_seq_len=data_args.max_seq_len)),
         ignore_eos_token=True,  # as run_dpo.py
-        callbacks=[entry.make_callback(run_dir / "metrics.jsonl", tokens_per_step)],
+        callbacks=[entry.make_callback(run_dir / "metrics.jsonl", tokens_per_step, save_reference)],
     )
     entry.phase("trainer")
     ckpt = None
@@ -169,6 +176,7 @@ def main(run_dir: Path, flat: dict, resume: bool, entry) -> int:
         info = {"base": str(Path(model_dir).resolve()), "method": "dpo", "adapter": bool(cfg.lora),
                 "run": run_dir.name, "steps": trainer.state.global_step,
                 "dpo": {"beta": cfg.beta, "loss_type": cfg.loss_type, "lora": bool(cfg.lora)}}
+        save_reference(Path(training_args.output_dir), trainer.state.global_step)
         tmp = Path(training_args.output_dir) / f".{MODEL_MARKER}.tmp"
         tmp.write_text(json.dumps(info, indent=2), encoding="utf-8")
         os.replace(tmp, Path(training_args.output_dir) / MODEL_MARKER)

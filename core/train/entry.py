@@ -254,6 +254,77 @@ def _thread_failed(args) -> None:
                   what=f"thread {getattr(args.thread, 'name', '?')} failed")
 
 
+def configure_model(model_config, model_args, data_args, training_args) -> None:
+    """Hand the run's switches to the model config the way upstream's llm/run_finetune.py does:
+    ``LlmMetaConfig.set_llm_config`` copies every LLM meta key of the training arguments
+    (use_flash_attention, the fused-kernel flags, recompute_granularity, tensor_parallel_output,
+    sequence_parallel, ...) onto the config, then the model arguments' layer-norm, dropout and
+    fusion switches and the sequence length. Skipping it left those at the model's defaults."""
+    from paddlenlp.transformers.configuration_utils import LlmMetaConfig
+
+    LlmMetaConfig.set_llm_config(model_config, training_args)
+    model_config.use_fast_layer_norm = model_args.use_fast_layer_norm
+    if hasattr(model_config, "hidden_dropout_prob"):
+        model_config.hidden_dropout_prob = model_args.hidden_dropout_prob
+    if hasattr(model_config, "attention_probs_dropout_prob"):
+        model_config.attention_probs_dropout_prob = model_args.attention_probs_dropout_prob
+    # every label the studio (and upstream's data code) writes marks "no loss" with -100; GPT's
+    # config defaults to 0, and its loss then refuses -100 labels (a real token id 0 would be lost)
+    if hasattr(model_config, "ignore_index"):
+        model_config.ignore_index = -100
+    if model_args.fuse_attention_qkv is not None:
+        model_config.fuse_attention_qkv = model_args.fuse_attention_qkv
+    if model_args.fuse_attention_ffn is not None:
+        model_config.fuse_attention_ffn = model_args.fuse_attention_ffn
+    model_config.seq_length = data_args.max_length
+
+
+def masked_mean_loss(logits, labels):
+    """Mean cross entropy over the positions whose label is not IGNORE (-100)."""
+    import paddle
+    import paddle.nn.functional as F
+
+    logits = logits.astype("float32")
+    mask = labels != templates.IGNORE
+    safe = paddle.where(mask, labels, paddle.zeros_like(labels))
+    tok = F.cross_entropy(logits, safe.unsqueeze(-1), reduction="none").squeeze(-1)
+    maskf = mask.astype("float32")
+    return (tok * maskf).sum() / paddle.clip(maskf.sum(), min=1.0)
+
+
+def use_masked_loss(model) -> None:
+    """Families whose PaddleNLP forward averages the loss over every position, the ignored ones
+    included (OPT in paddlenlp 3.0.0b4: ``cross_entropy`` of logits [b, s, V] with labels [b, s]
+    takes the mean over all b*s positions, masked prompt and padding too, so a random model
+    started at 1.76 instead of ~ln V): the forward is asked for logits only and the loss is the
+    mean over the answer tokens, as every other family computes it."""
+    inner = model.forward
+
+    def forward(*args, labels=None, **kw):
+        out = inner(*args, **kw)
+        if labels is None:
+            return out
+        from core.models.loading import logits_of
+
+        return masked_mean_loss(logits_of(out), labels), logits_of(out)
+
+    model.forward = forward
+
+
+def settle_pissa(model) -> int:
+    """Run PaddleNLP's PiSSA initialisation now, on the freshly loaded base weights, and mark it
+    done. Its LoRALinear otherwise runs it lazily at the first forward, and that first forward
+    can come after a checkpoint's trained A and B were loaded (resume): they were overwritten
+    with the SVD start again. Returns the number of layers."""
+    n = 0
+    for layer in model.sublayers():
+        if getattr(layer, "pissa", False) and not getattr(layer, "apply_pissa", True):
+            layer.pissa_init(layer.r)
+            layer.apply_pissa = True
+            n += 1
+    return n
+
+
 def apply_method(model, model_args, flat: dict, family: dict):
     """Wrap ``model`` for LoRA / prefix / VeRA / LoKr (PaddleNLP PEFT classes); full SFT returns it as is."""
     targets = family["target_modules"]
@@ -276,6 +347,8 @@ def apply_method(model, model_args, flat: dict, family: dict):
         )
         model = LoRAModel(model, cfg)
         model.mark_only_lora_as_trainable()
+        if model_args.pissa:
+            settle_pissa(model)
     elif model_args.prefix_tuning:
         from paddlenlp.peft import PrefixConfig, PrefixModelForCausalLM
         from paddlenlp.peft.prefix import utils as prefix_utils
@@ -296,8 +369,11 @@ def apply_method(model, model_args, flat: dict, family: dict):
     elif model_args.vera:
         from paddlenlp.peft import VeRAConfig, VeRAModel
 
+        # pissa_init, as upstream's run_finetune.py builds VeRA: the frozen A and B come from the base
+        # weights' SVD, so a reload rebuilds the same ones. PaddleNLP saves only B, b and d; with a
+        # random A (the default) each load drew a new one and the adapter came back different.
         cfg = VeRAConfig(target_modules=targets, r=model_args.vera_rank, vera_alpha=model_args.vera_rank, dtype=dtype,
-                         base_model_name_or_path=model_args.model_name_or_path)
+                         pissa_init=True, base_model_name_or_path=model_args.model_name_or_path)
         model = VeRAModel(model, cfg)
         model.mark_only_vera_as_trainable(notfreezeB=True)
     elif model_args.lokr:
@@ -326,7 +402,24 @@ def add_neftune(model, alpha: float):
     emb.register_forward_post_hook(hook)
 
 
-def make_callback(metrics_path: Path, tokens_per_step: float):
+def reference_writer(run_dir: Path, model, tokenizer, template, flat: dict, mask_prompt: bool = True):
+    """A function (folder, step) that writes the round-trip reference of the in-memory model into a
+    folder just saved (core.train.verify): rank 0 only; a failure is printed, never fatal."""
+    def write(folder: Path, step: int) -> None:
+        if os.environ.get("PADDLE_TRAINER_ID", "0") != "0":
+            return
+        from core.train import verify
+
+        try:
+            verify.write_reference(folder, model, tokenizer, template, flat, step, mask_prompt,
+                                   training_eval=verify.last_training_eval(run_dir / "metrics.jsonl"))
+        except Exception:  # noqa: BLE001 - the run's result stands; its verification will say "no reference"
+            traceback.print_exc()
+
+    return write
+
+
+def make_callback(metrics_path: Path, tokens_per_step: float, on_saved=None):
     from paddlenlp.trainer import TrainerCallback
 
     class MetricsCallback(TrainerCallback):
@@ -352,6 +445,8 @@ def make_callback(metrics_path: Path, tokens_per_step: float):
             # called once PaddleNLP has written the checkpoint: only now does it count for resume
             ck = Path(args.output_dir) / f"checkpoint-{state.global_step}"
             if state.is_world_process_zero and ck.is_dir():
+                if on_saved is not None:  # inside the checkpoint, before the marker lists its files
+                    on_saved(ck, state.global_step)
                 checkpoints.mark_complete(ck, state.global_step)
 
         def on_step_end(self, args, state, control, **kw):
@@ -465,11 +560,10 @@ def main(argv: list[str]) -> int:
     from paddlenlp.transformers import AutoConfig
 
     model_config = AutoConfig.from_pretrained(model_args.model_name_or_path)
-    if getattr(model_config, "ignore_index", -100) != -100:
-        # every label the studio (and upstream's data code) writes marks "no loss" with -100; GPT's
-        # config defaults to 0, and its loss then refuses -100 labels (a real token id 0 would be lost)
-        model_config.ignore_index = -100
+    configure_model(model_config, model_args, data_args, training_args)
     model = AutoModelForCausalLM.from_pretrained(model_args.model_name_or_path, config=model_config, dtype="float32")
+    if family.get("loss") == "masked_mean":
+        use_masked_loss(model)
     if model_args.neftune:
         add_neftune(model, model_args.neftune_noise_alpha)
     reft_model = None
@@ -492,6 +586,13 @@ def main(argv: list[str]) -> int:
         model = apply_method(model, model_args, flat, family)
     phase("model")
 
+    if reft_model is not None:
+        from core.models import reft
+
+        scored = reft.Steered(reft_model, first, last)
+    else:
+        scored = model
+    save_reference = reference_writer(run_dir, scored, tokenizer, template, flat, mask_prompt=not pretrain)
     mean_tokens = sum(len(e["input_ids"]) for e in train_ds) / max(len(train_ds), 1)
     tokens_per_step = mean_tokens * training_args.per_device_train_batch_size * training_args.gradient_accumulation_steps * world
     if data_args.zero_padding:
@@ -509,7 +610,7 @@ def main(argv: list[str]) -> int:
         data_collator=fail_fast(collator),
         compute_metrics=token_accuracy if eval_ds is not None else None,
         preprocess_logits_for_metrics=argmax_logits if eval_ds is not None else None,
-        callbacks=[make_callback(run_dir / "metrics.jsonl", tokens_per_step)],
+        callbacks=[make_callback(run_dir / "metrics.jsonl", tokens_per_step, save_reference)],
         data_args=data_args,
     )
     if reft_model is not None:  # its interventions are not sublayers: name what the optimizer trains
@@ -530,6 +631,7 @@ def main(argv: list[str]) -> int:
         info = {"base": str(Path(model_args.model_name_or_path).resolve()), "method": method,
                 "adapter": method in ("lora", "prefix", "vera", "lokr", "reft"), "run": run_dir.name,
                 "steps": trainer.state.global_step}
+        save_reference(Path(training_args.output_dir), trainer.state.global_step)
         tmp = Path(training_args.output_dir) / f".{FINISHED_MARK}.tmp"
         tmp.write_text(json.dumps(info, indent=2), encoding="utf-8")
         os.replace(tmp, Path(training_args.output_dir) / FINISHED_MARK)

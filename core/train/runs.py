@@ -376,7 +376,46 @@ def supervise(d: Path, resume: bool, proc: subprocess.Popen | None = None) -> in
             reason += f" (the launcher ended with {len(left)} rank process(es) still running; they were stopped)"
     _write_until_written(d, state=state, exit_code=code, reason=reason, finished=_now())
     kick_queue(meta["device_key"])
+    if state == "succeeded" or last_checkpoint(d) is not None:
+        verify_saved(d)
     return 0
+
+
+VERIFY_TIMEOUT = 900
+
+
+def verify_enabled() -> bool:
+    """PADDLE_STUDIO_VERIFY=0 turns the round-trip check after each run off (the test suite does,
+    for the tests that are not about it: each check is a fresh process importing paddle)."""
+    return os.environ.get("PADDLE_STUDIO_VERIFY", "1").strip().lower() not in ("0", "off", "no", "false")
+
+
+def verify_saved(d: Path, wait: bool = True) -> None:
+    """The round-trip proof of what the run saved (core.train.verify) in a fresh process: its
+    final output and the checkpoint Resume would use, loaded as chat/eval/merge load them. Its
+    verdict goes to verify.json; a check that cannot even start or dies says so there."""
+    from core.train import verify
+
+    if not verify_enabled():
+        return
+    workspace.write_json_atomic(d / verify.RESULT, {"state": "running", "started": time.time(), "targets": {}})
+    with open(d / "verify.log", "ab") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "core.train.verify", str(d)], stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, cwd=str(Path(__file__).resolve().parents[2]),
+                                env=jobs.child_env())
+    if not wait:
+        return
+    try:
+        code = proc.wait(timeout=VERIFY_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        code = proc.wait()
+    v = verify.read(d) or {}
+    if v.get("state") in (None, "running"):
+        tail = jobs.strip_ansi((d / "verify.log").read_bytes()[-600:].decode("utf-8", "replace")).strip().splitlines()
+        workspace.write_json_atomic(d / verify.RESULT, {
+            "state": "error", "finished": time.time(), "targets": {},
+            "reason": f"the check ended with exit code {code} before its verdict" + (f": {tail[-1]}" if tail else "")})
 
 
 def _write_until_written(d: Path, tries: int = 120, wait: float = 5.0, **fields) -> None:
@@ -551,7 +590,10 @@ def show(run_id: str) -> dict:
     d = run_dir(run_id)
     meta = read_json(d / "studio.json")
     records, _ = read_metrics(d)
+    from core.train import verify
+
     return {**meta, "status": status(d), "progress": progress(records), "dir": str(d),
+            "verify": verify.summary(verify.read(d)),
             "checkpoint": (lambda c: c.name if c else None)(last_checkpoint(d)),
             "output": str(d / "output") if (d / "output" / workspace.MODEL_MARKER).is_file() else None}
 

@@ -20,6 +20,19 @@ def adapter_choices() -> list[tuple[str, str]]:
     return [(m["label"], m["path"]) for m in catalog.models(["adapter"])]
 
 
+def verify_warning(path: str, lang: str) -> str:
+    """A warning before Merge (and Quantize) when what was picked did not pass, or has not had,
+    its run's round-trip check (core.train.verify); "" when it passed or is no run's output."""
+    from core.train import verify
+
+    v = verify.verdict_for_folder(path)
+    if not v or v.get("state") == "verified":
+        return ""
+    if v["state"] in ("failed", "error"):
+        return t("verify.warn_failed", lang, reason=v.get("reason") or "")
+    return t("verify.warn_unverified", lang, state=v["state"])
+
+
 def merge_result(info: dict, lang: str) -> list:
     res = info.get("result")
     if not res:
@@ -27,7 +40,12 @@ def merge_result(info: dict, lang: str) -> list:
                 if info["status"].get("state") in jobs.ACTIVE else ""]
     diff = res["check"]["max_abs_diff"]
     verdict = t("merge.check_ok", lang) if diff < 1e-4 else t("merge.check_bad", lang)
-    return [t("merge.done", lang, path=res["out"], diff=f"{diff:.2e}", n=res["check"]["prompts"], verdict=verdict)]
+    text = t("merge.done", lang, path=res["out"], diff=f"{diff:.2e}", n=res["check"]["prompts"], verdict=verdict)
+    tr = res["check"].get("training")
+    if tr:
+        text += "\n\n" + t("merge.against_training", lang, got=num(tr["merged_eval_loss"]),
+                             want=num(tr["training_eval_loss"]), step=tr.get("step"))
+    return [text]
 
 
 def eval_result(info: dict, lang: str) -> list:
@@ -74,7 +92,7 @@ def build_merge_tab(ctx):
         kind = loading.adapter_kind(path)
         if kind in loading.NOT_MERGEABLE:
             return "", t(f"refused.not_mergeable_{kind}", lg)
-        return f"{Path(path).parent.name}-merged"[:60], ""
+        return f"{Path(path).parent.name}-merged"[:60], verify_warning(path, lg)
 
     def start_merge(path, nm, lg):
         if not path:

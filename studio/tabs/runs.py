@@ -120,7 +120,31 @@ def status_markdown(run_id: str, st: dict, p: dict, lang: str) -> str:
         parts.append(t("runs.reason", lang, reason=st["reason"]))
     if st.get("exit_code") is not None:
         parts.append(t("runs.exit_code", lang, code=st["exit_code"]))
-    return " · ".join(parts)
+    line = verify_markdown(run_id, lang)
+    return " · ".join(parts) + (f"\n\n{line}" if line else "")
+
+
+def verify_markdown(run_id: str, lang: str) -> str:
+    """The round-trip verdict of what the run saved (core.train.verify), green or red."""
+    from core.train import verify
+
+    try:
+        s = verify.summary(verify.read(runs.run_dir(run_id)))
+    except (FileNotFoundError, ValueError):
+        return ""
+    if not s or s.get("state") in (None, "none"):
+        return ""
+    state = s["state"]
+    if state in ("verified", "failed") and s.get("reloaded_eval_loss") is not None:
+        text = t(f"runs.verify.{state}", lang, got=num(s["reloaded_eval_loss"]), want=num(s["training_eval_loss"]),
+                 step=s.get("step"), target=s.get("target"))
+        if state == "failed" and s.get("reason") and "tokenize" in s["reason"]:
+            text += f" — {s['reason']}"
+    else:
+        text = t(f"runs.verify.{state if state in ('running', 'error', 'no_reference', 'failed') else 'error'}", lang,
+                 reason=s.get("reason") or "")
+    colour = {"verified": "#2e7d32", "running": "#666"}.get(state, "#c62828")
+    return f"<span id='run-verify' data-state='{state}' style='color:{colour}'>{text}</span>"
 
 
 def config_diff(a: str, b: str, lang: str) -> str:
@@ -145,7 +169,7 @@ def _size(f) -> int | None:
 
 def _signature(d) -> list:
     sig = []
-    for f in ("status.json", "log/workerlog.0", "launcher.log", "studio.json", "startup.jsonl"):
+    for f in ("status.json", "log/workerlog.0", "launcher.log", "studio.json", "startup.jsonl", "verify.json"):
         try:
             stt = (d / f).stat()
             sig.append((stt.st_mtime_ns, stt.st_size))
