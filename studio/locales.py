@@ -486,7 +486,7 @@ FIELD_HELP_ZH = {
     "num_train_epochs": "训练轮数（max_steps > 0 时忽略）。",
     "max_steps": "总优化步数；-1 表示按轮数训练。",
     "warmup_steps": "线性预热步数。",
-    "lr_scheduler_type": "学习率调度方式。",
+    "lr_scheduler_type": "学习率调度方式（constant 会忽略预热步数：需要预热请用 constant_with_warmup）。",
     "logging_steps": "每隔多少步写一条指标。",
     "evaluation_strategy": "何时在验证集上评估。",
     "eval_steps": "每隔多少步评估一次（evaluation_strategy=steps）。",

@@ -127,7 +127,9 @@ def test_family_lora_merge_chat_wint8(home, family, monkeypatch):
     before, after = rep["eval"]["before"]["perplexity"], rep["eval"]["after"]["perplexity"]
     assert abs(after - before) / before < 0.05  # int8 weights barely move a model's perplexity
     print(f"\nFAMILY {family}: {json.loads((home / 'models' / f'{family}-in' / 'studio_model.json').read_text())['parameters']:,} "
-          f"parameters, {last['steps_per_sec']:.3g} steps/s, LoRA moved logits by {moved:.3g}, merge diff {diff:.3g}, wint8 ppl {before:.4g} -> {after:.4g}")
+          f"parameters, {last['steps_per_sec']:.3g} steps/s, first loss {first:.3g} (ln V {np.log(vocab):.3g}), reloaded "
+          f"{out['reloaded_eval_loss']:.5g} vs training {out['training_eval_loss']:.5g}, LoRA moved logits by {moved:.3g}, "
+          f"merge diff {diff:.3g}, wint8 ppl {before:.4g} -> {after:.4g}")
 
 
 @pytest.mark.parametrize("family", FAMILIES)

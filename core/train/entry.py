@@ -298,9 +298,11 @@ def use_masked_loss(model) -> None:
     takes the mean over all b*s positions, masked prompt and padding too, so a random model
     started at 1.76 instead of ~ln V): the forward is asked for logits only and the loss is the
     mean over the answer tokens, as every other family computes it."""
+    import types
+
     inner = model.forward
 
-    def forward(*args, labels=None, **kw):
+    def forward(self, *args, labels=None, **kw):
         out = inner(*args, **kw)
         if labels is None:
             return out
@@ -308,7 +310,9 @@ def use_masked_loss(model) -> None:
 
         return masked_mean_loss(logits_of(out), labels), logits_of(out)
 
-    model.forward = forward
+    # a bound method: PaddleNLP's PretrainedModel.__setattr__ calls a plain function given as
+    # `forward` with the model as its first argument (its patch convention)
+    model.forward = types.MethodType(forward, model)
 
 
 def settle_pissa(model) -> int:

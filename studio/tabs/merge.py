@@ -13,24 +13,12 @@ from core import catalog, jobs, workspace
 from core.models import evaluate, loading, merge
 from studio.charts import bar_figure, html_table, num
 from studio.jobview import JobPanel
+from studio.verdict import verify_warning
 from studio.locales import refusal, t
 
 
 def adapter_choices() -> list[tuple[str, str]]:
     return [(m["label"], m["path"]) for m in catalog.models(["adapter"])]
-
-
-def verify_warning(path: str, lang: str) -> str:
-    """A warning before Merge (and Quantize) when what was picked did not pass, or has not had,
-    its run's round-trip check (core.train.verify); "" when it passed or is no run's output."""
-    from core.train import verify
-
-    v = verify.verdict_for_folder(path)
-    if not v or v.get("state") == "verified":
-        return ""
-    if v["state"] in ("failed", "error"):
-        return t("verify.warn_failed", lang, reason=v.get("reason") or "")
-    return t("verify.warn_unverified", lang, state=v["state"])
 
 
 def merge_result(info: dict, lang: str) -> list:

@@ -15,6 +15,7 @@ from core import catalog, jobs
 from core.quant import pipeline, presets
 from studio.charts import bar_figure, duration, html_table, num, size
 from studio.jobview import JobPanel
+from studio.verdict import verify_warning
 from studio.locales import refusal, t
 
 
@@ -164,6 +165,7 @@ def build_quantize_tab(ctx, chat_model):
         panel.follow, inputs=[started, lang], outputs=[panel.job, *panel.outputs])
     preset.change(preset_text, inputs=preset, outputs=desc, show_progress="hidden")
     model.change(suggest, inputs=[model, preset], outputs=name, show_progress="hidden")
+    model.change(verify_warning, inputs=[model, lang], outputs=note, show_progress="hidden")
     preset.change(suggest, inputs=[model, preset], outputs=name, show_progress="hidden")
     run.click(start, inputs=[model, preset, data, steps, limit, name, lang], outputs=[note, started]).then(
         panel.follow, inputs=[started, lang], outputs=[panel.job, *panel.outputs])
