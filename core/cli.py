@@ -411,7 +411,7 @@ def cmd_runs(a) -> int:
     if a.runs_verb == "stop":
         st = runs.stop(a.run)
     elif a.runs_verb == "resume":
-        st = runs.resume(a.run)
+        st = runs.resume(a.run, nproc=a.nproc)
     else:  # continue
         st = runs.continue_run(a.run, epochs=a.epochs, steps=a.steps)
     if a.json:
@@ -670,6 +670,9 @@ def build_parser() -> argparse.ArgumentParser:
             q.add_argument("run")
         if verb in ("resume", "continue"):
             q.add_argument("--follow", action="store_true", help="print metrics until it ends")
+        if verb == "resume":
+            q.add_argument("--nproc", type=int, help="resume with this many processes (data parallel; the checkpoint "
+                                                     "loads on another count)")
         if verb == "continue":
             q.add_argument("--epochs", type=float, help="more epochs (default 1)")
             q.add_argument("--steps", type=int, help="more steps (runs that count steps)")

@@ -138,6 +138,7 @@ TEXT: dict[str, dict[str, str]] = {
     "runs.stop": {"en": "Stop", "zh": "停止"},
     "runs.resume": {"en": "Resume", "zh": "恢复"},
     "runs.more": {"en": "More epochs", "zh": "追加轮数"},
+    "runs.resume_nproc": {"en": "Processes for Resume (0: as before)", "zh": "恢复时的进程数（0：与之前相同）"},
     "runs.continue": {"en": "Continue", "zh": "继续训练"},
     "runs.curve": {"en": "Loss and eval loss", "zh": "训练损失与验证损失"},
     "runs.log": {"en": "Log (rank 0)", "zh": "日志（0 号进程）"},
@@ -325,7 +326,24 @@ TEXT: dict[str, dict[str, str]] = {
     "check.flash_mask_needs_zero_padding": {"en": "flash_mask needs zero_padding", "zh": "flash_mask 需要开启 zero_padding"},
     "check.opt_level_needs_amp": {"en": "fp16_opt_level O2 needs fp16 or bf16", "zh": "fp16_opt_level 为 O2 时须开启 fp16 或 bf16"},
     "check.fp16_and_bf16": {"en": "choose fp16 or bf16, not both", "zh": "fp16 与 bf16 只能选一个"},
-    "check.needs_gpu": {"en": "{feature} needs a GPU; none is present", "zh": "{feature} 需要 GPU，但当前没有 GPU"},
+    "check.needs_gpu": {"en": "{feature} needs a GPU; none is present{why}", "zh": "{feature} 需要 GPU，但当前没有 GPU{why_zh}"},
+    "check.sharding_shards_nothing": {
+        "en": "sharding {sharding} over one rank shards nothing (PaddleNLP: \"sharding_parallel_degree=1 means no "
+              "sharding\"): set sharding_parallel_degree to the processes that share the optimizer state (here up to "
+              "{world}), or -1 for all of them",
+        "zh": "只在一个进程上做 {sharding} 分组切分等于没有切分（PaddleNLP：“sharding_parallel_degree=1 means no sharding”）："
+              "请把 sharding_parallel_degree 设为共享优化器状态的进程数（这里最多 {world}），或 -1 表示全部"},
+    "check.sharding_degree_without_stage": {
+        "en": "sharding_parallel_degree does nothing without a sharding stage (PaddleNLP: \"useful only when --sharding is "
+              "specified\"): choose stage1, or set the degree to 1",
+        "zh": "没有设置分组切分阶段时 sharding_parallel_degree 不起作用（PaddleNLP：“useful only when --sharding is "
+              "specified”）：请选择 stage1，或把并行度设为 1"},
+    "check.pipeline_needs_pipe_model": {
+        "en": "pipeline parallel ({pp} stages) needs PaddleNLP's pipeline model class (AutoModelForCausalLMPipe), which "
+              "the studio's training entry does not build: paddle stops with \"Only support pipeline parallel mode when "
+              "model is PipelineLayer\"",
+        "zh": "流水线并行（{pp} 段）需要 PaddleNLP 的流水线模型类（AutoModelForCausalLMPipe），本工作室的训练入口尚未构建它："
+              "paddle 会报错 “Only support pipeline parallel mode when model is PipelineLayer”"},
     "check.tp_with_vera_lokr": {"en": "tensor parallel does not work with {method}", "zh": "张量并行不支持 {method}"},
     "check.mora_with_mixer": {"en": "MoRA and MoSLoRA's mixer are two different LoRA variants: choose one",
                               "zh": "MoRA 与 MoSLoRA 混合矩阵是两种不同的 LoRA 变体：只能选一种"},
@@ -497,6 +515,7 @@ FIELD_HELP_ZH = {
     "bf16": "bf16 混合精度（GPU）。",
     "fp16_opt_level": "AMP 级别；O2 需要开启 fp16 或 bf16。",
     "recompute": "反向时重算激活以节省显存。",
+    "unified_checkpoint": "用 PaddleNLP 的统一检查点格式（safetensors 分片）保存，换一个数据并行进程数也能加载。",
     "use_flash_attention": "FlashAttention（仅限 GPU）。",
     "flash_mask": "FlashMask 注意力（仅限 GPU，需要 zero_padding）。",
     "seed": "随机种子。",
@@ -563,6 +582,7 @@ FIELD_LABELS = {
     "bf16": ("bf16 mixed precision", "bf16 混合精度"),
     "fp16_opt_level": ("Mixed-precision level", "混合精度级别"),
     "recompute": ("Recompute activations", "重算激活"),
+    "unified_checkpoint": ("Unified checkpoint", "统一检查点"),
     "use_flash_attention": ("FlashAttention", "FlashAttention"),
     "flash_mask": ("FlashMask", "FlashMask"),
     "seed": ("Random seed", "随机种子"),

@@ -74,13 +74,13 @@ def wait_until(pred, timeout: float, step: float = 0.2):
     raise AssertionError("timed out")
 
 
-def start_from_train_tab(page, steps: int, eval_steps: int, name: str) -> str:
+def start_from_train_tab(page, steps: int, eval_steps: int, name: str, save_steps: int | None = None) -> str:
     page.get_by_role("tab", name="Train").click()
     wait_text(page.locator("#train-check"), "No problems", 30)
     page.locator("#train-name textarea, #train-name input").first.fill(name)
     set_number(page, "cfg-training-max_steps", steps)
     set_number(page, "cfg-training-eval_steps", eval_steps)
-    set_number(page, "cfg-training-save_steps", eval_steps)
+    set_number(page, "cfg-training-save_steps", save_steps or eval_steps)
     page.get_by_role("button", name="Start", exact=True).click()
     msg = wait_text(page.locator("#train-start-msg"), f"-{name} is running", 30)  # run ids end in the name
     return msg.split("Run ", 1)[1].split(" ", 1)[0]
@@ -161,7 +161,7 @@ def test_studio_restart_reattaches_then_stop_and_compare(home, tmp_path):
             page.goto(s.url)
             short = start_from_train_tab(page, 6, 6, "short")
             wait_text(page.locator("#run-status"), "succeeded", 120)
-            long = start_from_train_tab(page, 2000, 1000, "long")
+            long = start_from_train_tab(page, 2000, 1000, "long", save_steps=5)
             wait_text(page.locator("#run-status"), long, 20)
             wait_until(lambda: loss_points(page) >= 2, 90)
             browser.close()
@@ -193,10 +193,25 @@ def test_studio_restart_reattaches_then_stop_and_compare(home, tmp_path):
             # Stop from the page: every process of the run is gone within 10 s
             t0 = time.time()
             page.locator("#run-stop").click()
-            wait_until(lambda: not run_processes(d), 10, 0.1)
+            try:
+                wait_until(lambda: not run_processes(d), 10, 0.1)
+            except AssertionError:
+                raise AssertionError(f"still alive 10 s after Stop: {[' '.join(p.cmdline())[:200] for p in run_processes(d)]}")
             assert time.time() - t0 < 10
             wait_text(page.locator("#run-status"), "stopped", 20)
             assert page.locator("#run-resume").is_enabled()
+            # Resume with another process count (data parallel: the checkpoint loads on 2 processes)
+            # it saved every 5 steps: a checkpoint to resume from
+            assert any((d / "output").glob("checkpoint-*/studio_checkpoint.json"))
+            set_number(page, "run-resume-nproc", 2)
+            page.locator("#run-resume").click()
+            wait_text(page.locator("#run-action-msg"), "is now running", 20)
+            meta = json.loads((d / "studio.json").read_text())
+            assert meta["parallel"]["nproc"] == 2 and meta["history"][-1]["nproc"] == {"from": 1, "to": 2}
+            wait_until(lambda: len([p for p in run_processes(d) if "entry.py" in " ".join(p.cmdline())]) >= 3, 90)  # launcher + 2 ranks
+            page.locator("#run-stop").click()
+            wait_until(lambda: not run_processes(d), 20, 0.1)
+            wait_text(page.locator("#run-status"), "stopped", 20)
             browser.close()
         assert json.loads((d / "status.json").read_text())["state"] == "stopped"
     finally:

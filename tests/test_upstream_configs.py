@@ -17,8 +17,9 @@ CORPUS = Path(__file__).resolve().parent / "upstream_configs"
 ROOT = CORPUS.parents[1]
 
 HUB_AND_DATA = {("hub_id", "model.model_name_or_path"), ("path_missing", "data.dataset_name_or_path")}
-GPU_LORA = HUB_AND_DATA | {("needs_gpu", "parallel.sharding"), ("needs_gpu", "training.bf16")}
-GPU_SFT = GPU_LORA | {("needs_gpu", "parallel.tensor_parallel_degree"),
+# stage1 trains on CPU, but on this one process it would shard nothing; stage2 needs a GPU
+GPU_LORA = HUB_AND_DATA | {("sharding_shards_nothing", "parallel.sharding_parallel_degree"), ("needs_gpu", "training.bf16")}
+GPU_SFT = GPU_LORA | {("needs_gpu", "parallel.sharding"), ("needs_gpu", "parallel.tensor_parallel_degree"),
                       ("degrees_do_not_divide", "parallel.tensor_parallel_degree")}
 # file -> ("accept", the check's (code, field) pairs on a CPU machine) | ("refuse", [(code, field, detail)])
 EXPECT = {
@@ -26,7 +27,8 @@ EXPECT = {
     **{f"{fam}_lora": ("accept", GPU_LORA) for fam in ("llama", "qwen2", "chatglm2")},
     **{f"{fam}_ptq": ("refuse", [("other_entry", "", "quantization")]) for fam in ("llama", "qwen2", "chatglm2")},
     **{f"{fam}_gptq": ("refuse", [("other_entry", "", "quantization")]) for fam in ("llama", "qwen2", "chatglm2")},
-    **{f"{fam}_dpo": ("accept", GPU_SFT | {("needs_gpu", "training.flash_mask"), ("needs_gpu", "training.use_flash_attention")})
+    **{f"{fam}_dpo": ("accept", (GPU_SFT - {("needs_gpu", "parallel.sharding")}) |  # stage1
+                      {("needs_gpu", "training.flash_mask"), ("needs_gpu", "training.use_flash_attention")})
        for fam in ("llama", "qwen2", "chatglm2")},  # run_dpo.py's keys: the dpo method
     **{f"{fam}_qlora": ("accept", HUB_AND_DATA | {("needs_gpu", "method.weight_quantize_algo"), ("needs_gpu", "training.bf16")})
        for fam in ("llama", "qwen2", "chatglm2")},

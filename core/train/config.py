@@ -97,6 +97,8 @@ class TrainingSection:
     bf16: bool = _f(False, "Mixed precision bf16 (GPU).")
     fp16_opt_level: str = _f("O1", "AMP level; O2 needs fp16 or bf16.", choices=("O1", "O2"))
     recompute: bool = _f(False, "Recompute activations in backward to save memory.")
+    unified_checkpoint: bool = _f(False, "Save checkpoints in PaddleNLP's unified format (safetensors shards) that "
+                                         "loads on another number of data-parallel processes.")
     use_flash_attention: bool = _f(False, "FlashAttention (GPU only).")
     flash_mask: bool = _f(False, "FlashMask attention (GPU only, needs zero_padding).")
     seed: int = _f(42, "Random seed.")
@@ -309,6 +311,8 @@ class RunConfig:
             if k in d:
                 setattr(p, k, d[k])
                 known.add(k)
+        if d.get("sharding") and "sharding_parallel_degree" not in d:
+            p.sharding_parallel_degree = -1  # upstream's default: every process not in tensor/pipeline groups
         for k, v in (parallel or {}).items():
             setattr(p, k, v)
         cfg.extra = {k: v for k, v in d.items() if k not in known}
@@ -361,7 +365,15 @@ MESSAGES = {
     "flash_mask_needs_zero_padding": "flash_mask needs zero_padding",
     "opt_level_needs_amp": "fp16_opt_level O2 needs fp16 or bf16",
     "fp16_and_bf16": "choose fp16 or bf16, not both",
-    "needs_gpu": "{feature} needs a GPU; none is present",
+    "needs_gpu": "{feature} needs a GPU; none is present{why}",
+    "sharding_shards_nothing": ("sharding {sharding} over one rank shards nothing (PaddleNLP: \"sharding_parallel_degree=1 "
+                                "means no sharding\"): set sharding_parallel_degree to the processes that share the "
+                                "optimizer state (here up to {world}), or -1 for all of them"),
+    "sharding_degree_without_stage": ("sharding_parallel_degree does nothing without a sharding stage (PaddleNLP: \"useful "
+                                      "only when --sharding is specified\"): choose stage1, or set the degree to 1"),
+    "pipeline_needs_pipe_model": ("pipeline parallel ({pp} stages) needs PaddleNLP's pipeline model class "
+                                  "(AutoModelForCausalLMPipe), which the studio's training entry does not build: paddle "
+                                  "stops with \"Only support pipeline parallel mode when model is PipelineLayer\""),
     "tp_with_vera_lokr": "tensor parallel does not work with {method}",
     "mora_with_mixer": "MoRA and MoSLoRA's mixer are two different LoRA variants: choose one",
     "tp_with_mora_mixer": "tensor parallel does not work with MoRA or MoSLoRA (PaddleNLP refuses it)",
@@ -407,6 +419,21 @@ CPU_REFUSED = {
                         "它为 O2 混合精度（fp16/bf16）保留 fp32 主梯度，而混合精度需要 GPU：在 CPU 上不会生效"),
     "fp16_full_eval": ("it casts the model to fp16 to evaluate, and fp16 needs a GPU here (fp16 itself is refused on CPU)",
                        "它把模型转成 fp16 来评估，而 fp16 在这里需要 GPU（CPU 上 fp16 本身也会被拒绝）"),
+}
+# Why each GPU-only switch of the form cannot run here, as paddle 3.0.0 / paddlenlp 3.0.0b4 said it
+# on this CPU machine (gloo, 2 processes where it takes them). Sharding stage 1 is not here: it
+# trains on CPU (tests/test_parallel_env.py). (English, 中文)
+GPU_REASONS = {
+    "training.use_flash_attention": ("paddle: \"Expected is_gpu_place == true\" in its fused softmax mask kernel",
+                                     "paddle 报错：融合 softmax 掩码算子要求 GPU（is_gpu_place）"),
+    "training.fp16": ("paddle's GradScaler fails at the first step on CPU: \"'GradScaler' object has no attribute "
+                      "'_cache_found_inf'\"", "CPU 上 paddle 的 GradScaler 在第一步就报错（_cache_found_inf）"),
+    "training.bf16": ("paddle's AMP does nothing on CPU: a bf16 O1 run's losses equal float32's to the last digit",
+                      "paddle 的自动混合精度在 CPU 上不起作用：bf16 O1 的损失与 float32 逐位相同"),
+    "parallel.tensor_parallel_degree": ("paddle's tensor-parallel layers: \"Only support xpu, gpu and custom_device now, "
+                                        "but this is cpu\"", "paddle 的张量并行层报错：只支持 xpu、gpu 和自定义设备"),
+    "parallel.sharding": ("paddle: \"group_sharded_parallel only support gpu, xpu and custom_device now\"; stage1 "
+                          "trains on CPU", "paddle 报错：group_sharded_parallel 只支持 gpu、xpu 和自定义设备；stage1 可在 CPU 上训练"),
 }
 # switches that re-shape the model's layers: a LoRA-family method's targets (the family preset's
 # q_proj, k_proj, v_proj, gate_proj, up_proj) would then match nothing of what they fused
@@ -580,27 +607,38 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
         for key, (why, why_zh) in CPU_REFUSED.items():
             if x.get(key):
                 add("cpu_refused", f"extra.{key}", key=key, why=why, why_zh=why_zh)
+        stages = set(str(p.sharding or "").split())
         for flag, name, fld in (
             (m.method == "qlora" or bool(m.weight_quantize_algo), "QLoRA / weight_quantize_algo", "method.weight_quantize_algo"),
-            (tr.use_flash_attention, "FlashAttention (paddle: \"Expected is_gpu_place == true\" in its fused softmax "
-                                     "mask kernel)", "training.use_flash_attention"),
+            (tr.use_flash_attention, "FlashAttention", "training.use_flash_attention"),
             (tr.flash_mask, "flash_mask", "training.flash_mask"),
             (tr.fp16, "fp16", "training.fp16"),
             (tr.bf16, "bf16", "training.bf16"),
             (p.tensor_parallel_degree > 1, "tensor parallel", "parallel.tensor_parallel_degree"),
-            (p.pipeline_parallel_degree > 1, "pipeline parallel", "parallel.pipeline_parallel_degree"),
-            (bool(p.sharding) or p.sharding_parallel_degree > 1, "sharding", "parallel.sharding"),
+            (bool(stages & {"stage2", "stage3"}), "sharding " + "/".join(sorted(stages & {"stage2", "stage3"})),
+             "parallel.sharding"),
         ):
             if flag:
-                add("needs_gpu", fld, feature=name)
+                why, why_zh = GPU_REASONS.get(fld, ("", ""))
+                add("needs_gpu", fld, feature=name, why=f" ({why})" if why else "", why_zh=f"（{why_zh}）" if why_zh else "")
         if p.devices:
             add("devices_on_cpu", "parallel.devices")
+    if isinstance(p.sharding_parallel_degree, int) and isinstance(p.nproc, int) and p.nproc > 0:
+        world_s = (len([x for x in p.devices.split(",") if x.strip()]) if p.devices else p.nproc) * max(p.nnodes, 1)
+        rest = max(p.tensor_parallel_degree, 1) * max(p.pipeline_parallel_degree, 1)
+        degree = p.sharding_parallel_degree if p.sharding_parallel_degree > 0 else world_s // rest
+        if str(p.sharding or "").strip() and degree <= 1:
+            add("sharding_shards_nothing", "parallel.sharding_parallel_degree", sharding=p.sharding, world=world_s)
+        elif not str(p.sharding or "").strip() and p.sharding_parallel_degree > 1:
+            add("sharding_degree_without_stage", "parallel.sharding")
+    if p.pipeline_parallel_degree > 1:  # on any machine
+        add("pipeline_needs_pipe_model", "parallel.pipeline_parallel_degree", pp=p.pipeline_parallel_degree)
     positive("parallel", "nproc", p.nproc)
     positive("parallel", "nnodes", p.nnodes)
     if not isinstance(p.stall_timeout, int) or isinstance(p.stall_timeout, bool) or p.stall_timeout < 0:
         add("bad_value", "parallel.stall_timeout", expected="0 or a positive number of seconds", value=p.stall_timeout)
     world = (len([x for x in p.devices.split(",") if x.strip()]) if p.devices else p.nproc) * max(p.nnodes, 1)
-    product = p.tensor_parallel_degree * p.pipeline_parallel_degree * p.sharding_parallel_degree
+    product = p.tensor_parallel_degree * p.pipeline_parallel_degree * max(p.sharding_parallel_degree, 1)  # -1: the rest
     if product > 0 and world > 0 and world % product:
         add("degrees_do_not_divide", "parallel.tensor_parallel_degree", product=product, world=world)
     if p.nnodes > 1 and not p.master:

@@ -465,8 +465,48 @@ def last_checkpoint(d: Path) -> Path | None:
     return checkpoints.last_complete(d / "output")
 
 
-def resume(run_id: str) -> dict:
-    """Start a stopped or failed run again from its last checkpoint."""
+# measured with paddlenlp 3.0.0b4 on CPU: a sharding stage-1 checkpoint keeps one optimizer shard
+# per process and neither checkpoint format loads on another process count
+SHARDED_RESUME = ("its checkpoint holds the optimizer state in one shard per process (sharding {sharding}), and "
+                  "paddlenlp 3.0.0b4 cannot load it with another process count (standard checkpoint: \"optimizer-state-"
+                  "dict not found ... optimizer.pdopt\"; unified_checkpoint: \"Optimizer set error ... should in state "
+                  "dict\"): resume with {nproc} process(es)")
+
+
+def change_processes(d: Path, nproc: int) -> dict | None:
+    """Point a stopped/failed run at another process count for its next start (data parallel:
+    PaddleNLP's checkpoint, standard or unified, loads on any number of data-parallel ranks);
+    returns {"from", "to"} or None when unchanged. Raises ValueError with the reason otherwise."""
+    meta = read_json(d / "studio.json")
+    par = dict(meta.get("parallel") or {})
+    old = int(par.get("nproc", 1) or 1)
+    if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
+        raise ValueError(f"the process count must be a positive integer, not {nproc!r}")
+    if nproc == old:
+        return None
+    if par.get("devices"):
+        raise ValueError("this run names its GPUs (--devices): resume it on GPUs by their ids")
+    if int(par.get("nnodes", 1) or 1) > 1:
+        raise ValueError("a multi-node run keeps its layout: resume it on the same nodes")
+    flat = read_json(d / "config.json", {}) or {}
+    if str(flat.get("sharding") or "").strip():
+        raise ValueError(SHARDED_RESUME.format(sharding=flat["sharding"], nproc=old))
+    for k in ("tensor_parallel_degree", "pipeline_parallel_degree"):
+        if int(flat.get(k, 1) or 1) > 1:
+            raise ValueError(f"{k} is {flat[k]}: only a data-parallel run changes its process count")
+    if flat.get("reft") and nproc > 1:
+        raise ValueError("ReFT trains in one process here (its interventions are not sublayers of the model)")
+    par["nproc"] = nproc
+    meta["parallel"] = par
+    meta["command"] = launch_argv(d, par)
+    workspace.write_json_atomic(d / "studio.json", meta)
+    workspace.write_text_atomic(d / "command.txt", shlex.join(meta["command"]) + "\n")
+    return {"from": old, "to": nproc}
+
+
+def resume(run_id: str, nproc: int | None = None) -> dict:
+    """Start a stopped or failed run again from its last checkpoint, with ``nproc`` processes when
+    given (data parallel only: see change_processes)."""
     d = run_dir(run_id)
     st = status(d)
     if st.get("state") in ACTIVE:
@@ -480,7 +520,8 @@ def resume(run_id: str) -> dict:
     if 0 < max_steps <= (checkpoints.step_of(ck) or 0):
         raise ValueError(f"run {run_id} already trained all {max_steps} steps ({ck.name}); "
                          f"use continue to train it further")
-    _history(d, {"action": "resume", "from": ck.name})
+    changed = change_processes(d, int(nproc)) if nproc is not None else None
+    _history(d, {"action": "resume", "from": ck.name, **({"nproc": changed} if changed else {})})
     return start(run_id, resume=True)
 
 

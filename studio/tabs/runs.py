@@ -276,6 +276,10 @@ def build_runs_tab(ctx, started):
                           "runs.stop", "value")
             resume_btn = tr(gr.Button(ctx.text("runs.resume"), interactive=False, elem_id="run-resume"),
                             "runs.resume", "value")
+            # no minimum: Gradio 6.17's page sends 0 for an empty box, and a minimum of 1 then failed
+            # every button event that took it as an input (Stop included)
+            resume_nproc = tr(gr.Number(0, label=ctx.text("runs.resume_nproc"), precision=0,
+                                        elem_id="run-resume-nproc"), "runs.resume_nproc")
             more = tr(gr.Number(1, label=ctx.text("runs.more"), minimum=0.1, elem_id="run-more"), "runs.more")
             cont_btn = tr(gr.Button(ctx.text("runs.continue"), interactive=False, elem_id="run-continue"),
                           "runs.continue", "value")
@@ -337,14 +341,14 @@ def build_runs_tab(ctx, started):
         table_html, sig = table_and_signature(lg)
         return gr.update(choices=ids, value=run_id), table_html, sig
 
-    def act(action, run_id, amount, lg):
+    def act(action, run_id, amount, lg, nproc=None):
         if not run_id:
             return t("runs.pick_first", lg)
         try:
             if action == "stop":
                 st = runs.stop(run_id)
-            elif action == "resume":
-                st = runs.resume(run_id)
+            elif action == "resume":  # an empty box: the run's own process count
+                st = runs.resume(run_id, nproc=int(nproc) if nproc and nproc > 0 else None)
             else:
                 st = runs.continue_run(run_id, epochs=float(amount or 1), steps=None)
         except (ValueError, FileNotFoundError) as e:
@@ -375,7 +379,11 @@ def build_runs_tab(ctx, started):
                     show_progress="hidden")
     started.change(follow_started, inputs=[started, lang], outputs=[pick, table, list_sig], show_progress="hidden")
     for btn, action in ((stop_btn, "stop"), (resume_btn, "resume"), (cont_btn, "continue")):
-        btn.click(lambda r, m, lg, a=action: act(a, r, m, lg), inputs=[pick, more, lang], outputs=action_msg)
+        if action == "resume":  # only Resume reads the process count
+            btn.click(lambda r, m, lg, n, a=action: act(a, r, m, lg, n), inputs=[pick, more, lang, resume_nproc],
+                      outputs=action_msg)
+        else:
+            btn.click(lambda r, m, lg, a=action: act(a, r, m, lg), inputs=[pick, more, lang], outputs=action_msg)
     # after a page load list_sig is None, so the list timer's first tick fills the list and pickers
     ctx.relocalize.append((select, [pick, compare, lang, log_y], outs))
     ctx.relocalize.append((lambda lg: runs_table(lg), [lang], [table]))
