@@ -359,7 +359,7 @@ def verify_line(res: dict, summary: dict | None = None) -> str:
 
     s = summary or verify.summary(res) or {}
     state = s.get("state")
-    if state == "verified":
+    if state == "verified" and s.get("reloaded_eval_loss") is not None:
         return (f"verified: reloaded eval loss {s['reloaded_eval_loss']:.4g} vs {s['training_eval_loss']:.4g} in training "
                 f"(step {s['step']}, {s['target']})")
     if state in ("failed", "error"):

@@ -174,6 +174,8 @@ TEXT: dict[str, dict[str, str]] = {
         "en": "✘ the saved model does not reproduce training: reloaded eval loss {got} vs {want} in training "
               "(step {step}, {target})",
         "zh": "✘ 保存的模型无法复现训练结果：重新加载后验证损失 {got}，训练中为 {want}（第 {step} 步，{target}）"},
+    "runs.verify.failed_reason": {"en": "✘ the saved model does not reproduce training: {reason}",
+                                  "zh": "✘ 保存的模型无法复现训练结果：{reason}"},
     "runs.verify.running": {"en": "verifying: reloading what the run saved in a fresh process…",
                             "zh": "校验中：正在新进程中重新加载本次运行保存的模型…"},
     "runs.verify.error": {"en": "✘ the saved model could not be reloaded: {reason}",

@@ -72,10 +72,10 @@ def test_sharding_stage1_trains_like_data_parallel_on_cpu(demo_home, tmp_path, m
 
     home = link_demo(tmp_path / "ws", demo_home)
     monkeypatch.setenv("PADDLE_STUDIO_HOME", str(home))
-    monkeypatch.setenv("PADDLE_STUDIO_VERIFY", "1")
     got = {}
     for method in ("lora", "sft"):
-        for sharding in ("", "stage1"):
+        for sharding in ("", "stage1"):  # the sharded runs' saved outputs are round-trip checked
+            monkeypatch.setenv("PADDLE_STUDIO_VERIFY", "1" if sharding else "0")
             got[(method, sharding)] = _run(home, method, sharding)
     for method in ("lora", "sft"):
         (dp_id, dp), (s1_id, s1) = got[(method, "")], got[(method, "stage1")]
@@ -86,10 +86,9 @@ def test_sharding_stage1_trains_like_data_parallel_on_cpu(demo_home, tmp_path, m
         assert rel < 0.05, (dp, s1)
         ck = runs.run_dir(s1_id) / "output" / "checkpoint-20"
         assert {p.name for p in ck.glob("optimizer.shard*.pdopt")} == {"optimizer.shard00.pdopt", "optimizer.shard01.pdopt"}
-        for run_id in (dp_id, s1_id):
-            d = runs.run_dir(run_id)
-            v = wait_for(lambda: (lambda x: x if x and x.get("state") != "running" else None)(verify.read(d)), 180, 0.5)
-            assert v["state"] == "verified", v
+        d = runs.run_dir(s1_id)
+        v = wait_for(lambda: (lambda x: x if x and x.get("state") != "running" else None)(verify.read(d)), 180, 0.5)
+        assert v["state"] == "verified", v
     answers = {}
     for label, run_id in (("dp", got[("lora", "")][0]), ("stage1", got[("lora", "stage1")][0])):
         out = home / "models" / f"{label}-merged"
@@ -115,7 +114,7 @@ def _stopped_after_checkpoint(home, name: str, nproc: int, sharding: str = "") -
 
     cfg = config.load_preset("demo-lora", home)
     cfg.name = name
-    cfg.training.max_steps = 60
+    cfg.training.max_steps = 30
     cfg.training.evaluation_strategy = "no"
     cfg.training.save_steps = 10
     cfg.parallel.nproc = nproc
@@ -163,7 +162,7 @@ def test_a_data_parallel_run_resumes_with_another_process_count(demo_home, tmp_p
     first, second = _segments(d)[:2]
     start = int(meta["history"][-1]["from"].rpartition("-")[2])
     # the metrics go on from the checkpoint's step, and the loss goes on from where it was
-    assert [r["step"] for r in second] == list(range(start + 1, 61)), [r["step"] for r in second][:5]
+    assert [r["step"] for r in second] == list(range(start + 1, 31)), [r["step"] for r in second][:5]
     before_loss = [r["loss"] for r in first if r["step"] <= start][-3:]
     after_loss = [r["loss"] for r in second][:3]
     print(f"\n{before} -> {after} processes at step {start}: loss {before_loss} then {after_loss}")
@@ -172,14 +171,24 @@ def test_a_data_parallel_run_resumes_with_another_process_count(demo_home, tmp_p
     assert v["state"] == "verified", v
 
 
-@pytest.mark.slow
 def test_a_sharded_run_keeps_its_process_count_with_the_reason(demo_home, tmp_path, monkeypatch):
-    from core.train import runs
+    from core.train import config, runs
 
     home = link_demo(tmp_path / "ws", demo_home)
     monkeypatch.setenv("PADDLE_STUDIO_HOME", str(home))
-    run_id = _stopped_after_checkpoint(home, "s1", 2, sharding="stage1")
+    cfg = config.load_preset("demo-lora", home)
+    cfg.parallel.nproc, cfg.parallel.sharding, cfg.parallel.sharding_parallel_degree = 2, "stage1", 2
+    run_id = runs.create(cfg)
+    d = runs.run_dir(run_id)
+    runs.write_status(d, state="stopped")
+    ck = d / "output" / "checkpoint-10"  # a complete checkpoint, as the training entry marks it
+    ck.mkdir(parents=True)
+    (ck / "optimizer.shard00.pdopt").write_bytes(b"x")
+    __import__("core.train.checkpoints", fromlist=["x"]).mark_complete(ck, 10)
     r = cli("runs", "resume", run_id, "--nproc", "1", "--json", home=home)
     assert r.returncode != 0 and "cannot load it with another process count" in r.stderr, r.stderr[-1000:]
     assert runs.status(run_id)["state"] == "stopped"
-    assert json.loads((runs.run_dir(run_id) / "studio.json").read_text())["parallel"]["nproc"] == 2
+    assert json.loads((d / "studio.json").read_text())["parallel"]["nproc"] == 2
+    for bad in ("0", "-2"):
+        r = cli("runs", "resume", run_id, "--nproc", bad, home=home)
+        assert r.returncode != 0 and "positive integer" in r.stderr, r.stderr[-500:]

@@ -81,8 +81,10 @@ def against_training(model, tokenizer, adapter: str | Path) -> dict | None:
         ref = json.loads((Path(adapter) / verify.REFERENCE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+    if not isinstance(ref, dict) or ref.get("skipped") or not ref.get("examples") or "eval_loss" not in ref:
+        return None
     got = verify.score(model, ref["examples"], tokenizer.pad_token_id)["eval_loss"]
-    tol = verify.tolerance(ref["eval_loss"])
+    tol = verify.tolerance(ref["eval_loss"], ref.get("dtype", "float32"))
     return {"merged_eval_loss": got, "training_eval_loss": ref["eval_loss"], "step": ref.get("step"),
             "examples": len(ref["examples"]), "diff": abs(got - ref["eval_loss"]), "tolerance": tol,
             "ok": abs(got - ref["eval_loss"]) <= tol}

@@ -204,8 +204,25 @@ class Steered:
             handles.remove()
             self.reft_model._reset_hook_count()
 
+    def _interventions(self):
+        return [v[0] for v in getattr(self.reft_model, "interventions", {}).values() if hasattr(v[0], "eval")]
+
+    @property
+    def training(self) -> bool:
+        return bool(getattr(self.model, "training", False))
+
     def eval(self):
+        """The base model and every intervention (ReFTModel.eval() leaves the interventions, which
+        are not sublayers, in training mode: their dropout stayed on in evaluation)."""
         self.model.eval()
+        for iv in self._interventions():
+            iv.eval()
+        return self
+
+    def train(self):
+        self.model.train()
+        for iv in self._interventions():
+            iv.train()
         return self
 
     def __call__(self, input_ids=None, attention_mask=None, prompt_lengths=None, **kw):

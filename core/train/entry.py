@@ -414,6 +414,13 @@ def reference_writer(run_dir: Path, model, tokenizer, template, flat: dict, mask
             return
         from core.train import verify
 
+        why = verify.skip_reason(flat)
+        if why:  # say so in the folder: its check then reports "not checked" with the reason
+            try:
+                (Path(folder) / verify.REFERENCE).write_text(json.dumps({"skipped": why, "step": step}), encoding="utf-8")
+            except OSError:
+                pass
+            return
         try:
             verify.write_reference(folder, model, tokenizer, template, flat, step, mask_prompt,
                                    training_eval=verify.last_training_eval(run_dir / "metrics.jsonl"))

@@ -375,9 +375,9 @@ def supervise(d: Path, resume: bool, proc: subprocess.Popen | None = None) -> in
         if left:
             reason += f" (the launcher ended with {len(left)} rank process(es) still running; they were stopped)"
     _write_until_written(d, state=state, exit_code=code, reason=reason, finished=_now())
-    kick_queue(meta["device_key"])
     if state == "succeeded" or last_checkpoint(d) is not None:
-        verify_saved(d)
+        verify_saved(d)  # before the next queued run: the reload must not compete with it for (GPU) memory
+    kick_queue(meta["device_key"])
     return 0
 
 
@@ -398,6 +398,8 @@ def verify_saved(d: Path, wait: bool = True) -> None:
 
     if not verify_enabled():
         return
+    # "running" until the check writes its own record with its pid (a check whose process is gone
+    # then reads as an error, not "running" forever: verify.read)
     workspace.write_json_atomic(d / verify.RESULT, {"state": "running", "started": time.time(), "targets": {}})
     with open(d / "verify.log", "ab") as log:
         proc = subprocess.Popen([sys.executable, "-m", "core.train.verify", str(d)], stdout=log, stderr=subprocess.STDOUT,

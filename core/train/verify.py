@@ -33,8 +33,25 @@ ABS_TOL = 1e-3
 REL_TOL = 1e-3
 
 
-def tolerance(reference: float) -> float:
-    return ABS_TOL + REL_TOL * abs(reference)
+def tolerance(reference: float, dtype: str = "float32") -> float:
+    """Allowed difference: float32 on both sides agrees to ~1e-6; a reference scored in bf16/fp16
+    (an O2 run casts the model it trains) against the float32 reload differs by rounding."""
+    if "float32" in str(dtype) or not dtype:
+        return ABS_TOL + REL_TOL * abs(reference)
+    return 2e-2 + 2e-2 * abs(reference)
+
+
+def skip_reason(flat: dict) -> str | None:
+    """Why the reference cannot be scored by rank 0 alone: a forward that needs every rank
+    (tensor-parallel all-reduce, pipeline stages, stage-3 gathers) would pair with the other ranks'
+    training collectives and hang or corrupt the run."""
+    if int(flat.get("tensor_parallel_degree", 1) or 1) > 1:
+        return "tensor parallel: a forward needs every rank"
+    if int(flat.get("pipeline_parallel_degree", 1) or 1) > 1:
+        return "pipeline parallel: a forward needs every stage"
+    if "stage3" in str(flat.get("sharding") or ""):
+        return "sharding stage3: a forward gathers weights from every rank"
+    return None
 
 
 # ---------------------------------------------------------------- the sample
@@ -62,7 +79,8 @@ def sample_records(flat: dict) -> tuple[list[dict], str]:
         for rec in datasets.iter_records(f, "text" if fmt == "text" else
                                          fmt if fmt in datasets.PREFERENCE_FORMATS else "paddlenlp"):
             if fmt in datasets.PREFERENCE_FORMATS:
-                rec = datasets.normalize_preference(rec, fmt)
+                if "response" not in rec:  # iter_records already normalises chosen/rejected records
+                    rec = datasets.normalize_preference(rec, fmt)
                 rec = {"src": rec["src"], "tgt": rec["tgt"] + [rec["response"][0]],
                        **({"system": rec["system"]} if rec.get("system") else {})}
             recs.append(rec)
@@ -79,11 +97,12 @@ def lengths(flat: dict) -> tuple[int, int]:
     return src, total
 
 
-def sample_examples(tokenizer, template, flat: dict, mask_prompt: bool = True) -> tuple[list[dict], str]:
-    """input_ids/labels of the sample, built as training builds its examples (no packing)."""
+def sample_examples(tokenizer, template, flat: dict, mask_prompt: bool = True,
+                    records: list[dict] | None = None) -> tuple[list[dict], str]:
+    """input_ids/labels of the sample (or of ``records``), built as training builds its examples (no packing)."""
     from core.data import datasets, templates
 
-    recs, split = sample_records(flat)
+    recs, split = (records, "") if records is not None else sample_records(flat)
     src_len, max_len = lengths(flat)
     if datasets.is_text_dataset(recs):
         exs = templates.text_blocks(tokenizer, [r["text"] for r in recs], max_len)
@@ -107,7 +126,8 @@ def write_reference(folder: Path, model, tokenizer, template, flat: dict, step: 
                     training_eval: dict | None = None) -> dict | None:
     """Score the in-memory model on the sample and write ``folder/studio_reference.json`` (rank 0,
     after the folder was saved). Leaves the model in the mode it found it in."""
-    examples, split = sample_examples(tokenizer, template, flat, mask_prompt)
+    records, split = sample_records(flat)
+    examples, _ = sample_examples(tokenizer, template, flat, mask_prompt, records)
     if not examples:
         return None
     was_training = getattr(model, "training", False)
@@ -117,9 +137,10 @@ def write_reference(folder: Path, model, tokenizer, template, flat: dict, step: 
     finally:
         if was_training:
             model.train()
+    dtype = next((str(p.dtype) for p in model.parameters()), "float32") if hasattr(model, "parameters") else "float32"
     ref = {"step": step, "split": split, "eval_loss": res["eval_loss"], "token_accuracy": res["token_accuracy"],
-           "tokens": res["tokens"], "examples": examples, "mask_prompt": mask_prompt,
-           "training_eval": training_eval, "time": time.time()}
+           "tokens": res["tokens"], "examples": examples, "records": records, "mask_prompt": mask_prompt,
+           "dtype": dtype, "training_eval": training_eval, "time": time.time()}
     tmp = Path(folder) / f".{REFERENCE}.tmp"
     tmp.write_text(json.dumps(ref), encoding="utf-8")
     os.replace(tmp, Path(folder) / REFERENCE)
@@ -153,11 +174,15 @@ def verify_folder(folder: str | Path, base: str | Path | None = None, flat: dict
     t0 = time.perf_counter()
     try:
         ref = json.loads((folder / REFERENCE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        if ref.get("skipped"):
+            return {"state": "no_reference", "folder": str(folder), "reason": f"not checked: {ref['skipped']}"}
+        out = {"folder": str(folder), "step": ref.get("step"), "split": ref.get("split"),
+               "examples": len(ref["examples"]), "training_eval_loss": float(ref["eval_loss"]),
+               "last_training_eval": ref.get("training_eval")}
+    except (OSError, ValueError, KeyError, TypeError):
         return {"state": "no_reference", "folder": str(folder),
-                "reason": f"{folder} has no {REFERENCE} (saved by a studio older than this check, or not by the studio)"}
-    out = {"folder": str(folder), "step": ref.get("step"), "split": ref.get("split"), "examples": len(ref["examples"]),
-           "training_eval_loss": ref["eval_loss"], "last_training_eval": ref.get("training_eval")}
+                "reason": f"{folder} has no readable {REFERENCE} (saved by a studio older than this check, or not by "
+                          f"the studio)"}
     try:
         if loading.adapter_kind(folder):
             model, tok, tpl = loading.load(base, folder)
@@ -167,11 +192,11 @@ def verify_folder(folder: str | Path, base: str | Path | None = None, flat: dict
         out["reloaded_eval_loss"] = res["eval_loss"]
         out["reloaded_token_accuracy"] = res["token_accuracy"]
         out["diff"] = abs(res["eval_loss"] - ref["eval_loss"])
-        out["tolerance"] = tolerance(ref["eval_loss"])
+        out["tolerance"] = tolerance(ref["eval_loss"], ref.get("dtype", "float32"))
         ok = math.isfinite(res["eval_loss"]) and out["diff"] <= out["tolerance"]
-        if flat is not None:  # the saved tokenizer and template must cut the sample as training did
+        if flat and ref.get("records") is not None:  # the saved tokenizer and template must cut the sample as training did
             if flat.get("chat_template") in (None, ""):
-                again, _ = sample_examples(tok, tpl, flat, ref.get("mask_prompt", True))
+                again, _ = sample_examples(tok, tpl, flat, ref.get("mask_prompt", True), ref["records"])
                 n = len(ref["examples"])
                 same = sum(a == b for a, b in zip(again, ref["examples"])) if len(again) == n else 0
                 out["tokenization_identical"] = f"{same}/{n}"
@@ -217,11 +242,16 @@ def verify_run(run_dir: str | Path) -> dict:
     flat = read_json(run_dir / "config.json", {}) or {}
     base = flat.get("model_name_or_path")
     found = targets(run_dir)
-    result = {"state": "running", "started": time.time(), "targets": {}}
+    from core import jobs
+
+    result = {"state": "running", "started": time.time(), "targets": {}, "pid": os.getpid(),
+              "pid_start": jobs.proc_start(os.getpid())}
     workspace.write_json_atomic(run_dir / RESULT, result)
     for t in found:
         name = "output" if t.name == "output" else t.name
         result["targets"][name] = verify_folder(t, base, flat)
+    result.pop("pid", None)
+    result.pop("pid_start", None)
     states = [v["state"] for v in result["targets"].values()]
     result["state"] = ("none" if not states else "failed" if "failed" in states else "error" if "error" in states
                        else "no_reference" if all(s == "no_reference" for s in states) else "verified")
@@ -231,21 +261,30 @@ def verify_run(run_dir: str | Path) -> dict:
 
 
 def read(run_dir: str | Path) -> dict | None:
-    """The run's verify.json (None before any verification)."""
-    from core.jobs import read_json
+    """The run's verify.json (None before any verification); a check left "running" by a process
+    that is gone (its supervisor killed) reads as an error."""
+    from core import jobs
 
-    return read_json(Path(run_dir) / RESULT, None)
+    v = jobs.read_json(Path(run_dir) / RESULT, None)
+    if v and v.get("state") == "running" and v.get("pid") and not jobs.alive(v["pid"], v.get("pid_start")):
+        v = {**v, "state": "error", "reason": "the check's process ended before its verdict (killed?)"}
+    return v
 
 
 def summary(v: dict | None) -> dict | None:
-    """The headline of a verification: state and, for the final output (else the checkpoint), the two losses."""
+    """The headline of a verification: its state and the target that decided it (the final output
+    first), with the two losses and the reason."""
     if not v:
         return None
-    t = v.get("targets", {})
-    main = t.get("output") or next(iter(t.values()), None) or {}
-    return {"state": v.get("state"), "target": "output" if "output" in t else next(iter(t), None),
+    t = v.get("targets") or {}
+    state = v.get("state")
+    name = next((k for k in ("output", *t) if k in t and t[k].get("state") == state), None)
+    if name is None:
+        name = "output" if "output" in t else next(iter(t), None)
+    main = t.get(name) or {}
+    return {"state": state, "target": name,
             "reloaded_eval_loss": main.get("reloaded_eval_loss"), "training_eval_loss": main.get("training_eval_loss"),
-            "step": main.get("step"), "reason": main.get("reason"),
+            "step": main.get("step"), "reason": main.get("reason") or v.get("reason"),
             "checkpoints": {k: x.get("state") for k, x in t.items() if k != "output"}}
 
 
@@ -259,7 +298,9 @@ def verdict_for_folder(path: str | Path) -> dict | None:
             t = (v.get("targets") or {}).get(name)
             if t:
                 return t
-            return {"state": "running" if v.get("state") == "running" else "unverified", "folder": str(p)}
+            if v.get("state") in ("running", "error"):
+                return {"state": v["state"], "folder": str(p), "reason": v.get("reason")}
+            return {"state": "unverified", "folder": str(p)}
     return None
 
 

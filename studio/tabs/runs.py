@@ -139,10 +139,10 @@ def verify_markdown(run_id: str, lang: str) -> str:
         text = t(f"runs.verify.{state}", lang, got=num(s["reloaded_eval_loss"]), want=num(s["training_eval_loss"]),
                  step=s.get("step"), target=s.get("target"))
         if state == "failed" and s.get("reason") and "tokenize" in s["reason"]:
-            text += f" — {s['reason']}"
+            text += f" — {escape(s['reason'])}"
     else:
-        text = t(f"runs.verify.{state if state in ('running', 'error', 'no_reference', 'failed') else 'error'}", lang,
-                 reason=s.get("reason") or "")
+        key = {"failed": "failed_reason"}.get(state, state if state in ("running", "error", "no_reference") else "error")
+        text = t(f"runs.verify.{key}", lang, reason=escape(s.get("reason") or ""))
     colour = {"verified": "#2e7d32", "running": "#666"}.get(state, "#c62828")
     return f"<span id='run-verify' data-state='{state}' style='color:{colour}'>{text}</span>"
 
