@@ -176,7 +176,7 @@ class RunConfig:
         if p.sharding:
             out["sharding"] = p.sharding
         out.update(do_train=True, do_eval=self.training.evaluation_strategy != "no", disable_tqdm=True)
-        # metrics go to metrics.jsonl; VisualDL's writer breaks on this stack's protobuf
+        # metrics go to metrics.jsonl (the studio reads them); VisualDL only when the file asks for it
         out["report_to"] = self.extra.get("report_to", "none")
         if output_dir:
             out["output_dir"] = output_dir
