@@ -249,6 +249,10 @@ def _apply_parallel(cfg, a) -> None:
         p.rank = a.rank
     if getattr(a, "stall_timeout", None) is not None:
         p.stall_timeout = a.stall_timeout
+    if getattr(a, "nodes", None):
+        p.nodes = a.nodes
+    if getattr(a, "port_range", None):
+        p.port_range = a.port_range
 
 
 def _quantization_file(path: str) -> bool:
@@ -340,7 +344,22 @@ def cmd_train(a) -> int:
         for p in problems:
             sys.stderr.write(f"paddle-studio: {_problem_line(p, config.check_message(p))}\n")
         return 2
-    run_id = runs.create(cfg)
+    if cfg.parallel.node_names():  # several machines: every node checked first, all problems at once
+        from core.train import cluster, nodes
+
+        if a.copy:
+            for c in nodes.copy_missing(cfg.to_paddlenlp(output_dir="-"), cfg.parallel.node_names()):
+                sys.stderr.write(f"copied {c['what']} to {c['node']}:{c['dest']} ({c['bytes'] / 1e6:.3g} MB)\n")
+        pre = cluster.preflight(cfg)
+        if not pre["ok"]:
+            if a.json:
+                _print_json({"ok": False, "problems": pre["problems"]})
+            for p in pre["problems"]:
+                sys.stderr.write(f"paddle-studio: {p['node']}: {p['message']}\n")
+            return 2
+        run_id = cluster.create(cfg)
+    else:
+        run_id = runs.create(cfg)
     st = runs.start(run_id)
     if a.detach:
         if a.json:
@@ -408,6 +427,8 @@ def cmd_runs(a) -> int:
             for name, t in res["targets"].items():
                 print(f"  {name}: {t['state']}" + (f" - {t['reason']}" if t.get("reason") else ""))
         return 0 if res["state"] in ("verified", "none") else 1
+    if a.runs_verb in ("doctor", "nodes", "node-log"):
+        return _runs_cluster(a)
     if a.runs_verb == "stop":
         st = runs.stop(a.run)
     elif a.runs_verb == "resume":
@@ -421,6 +442,114 @@ def cmd_runs(a) -> int:
     if a.runs_verb in ("resume", "continue") and a.follow:
         return _follow(a.run, a.json)
     return 0
+
+
+def _runs_cluster(a) -> int:
+    from core.train import cluster
+
+    if a.runs_verb == "doctor":
+        res = cluster.doctor(a.run)
+        if a.json:
+            _print_json(res)
+        else:
+            for r, v in res["ranks"].items():
+                print(f"rank {r} ({v['node']}): {v['where']}")
+        return 0
+    if a.runs_verb == "node-log":
+        print(cluster.node_log(a.run, a.node), end="")
+        return 0
+    rows = cluster.strip(a.run)
+    if a.json:
+        _print_json({"run_id": a.run, "nodes": rows})
+    elif not rows:
+        print(f"{a.run} runs on this machine only")
+    for r in rows if not a.json else []:
+        mem = f"{r['rss'] / 2**20:.0f} MiB" if r.get("rss") else "-"
+        print(f"{r['node']:12} ranks {','.join(map(str, r['ranks'])):6} {r['state'] or '-':10} step {r['step'] if r['step'] is not None else '-':>5} "
+              f"mem {mem:>9}  {r['last_line'][:80]}")
+        if r.get("command"):
+            print(f"  paste on {r['node']}:\n{r['command']}")
+    return 0
+
+
+def cmd_nodes(a) -> int:
+    from core.train import nodes
+
+    v = a.nodes_verb
+    if v == "list":
+        items = nodes.list_nodes()
+        if a.json:
+            _print_json({"nodes": [nodes.asdict(n) for n in items]})
+        for n in items if not a.json else []:
+            print(f"{n.name:12} {n.label():40} home {n.home or '-'}")
+        if not items and not a.json:
+            print("no nodes (add one: paddle-studio nodes add NAME --host H --python P --studio-dir D --home W)")
+        return 0
+    if v in ("add", "edit"):
+        if v == "edit":
+            old = nodes.asdict(nodes.get(a.name))
+        else:
+            old = {"name": a.name}
+        given = {"kind": "manual" if a.manual else None, "host": a.host, "port": a.port, "user": a.user,
+                 "key_file": a.key, "python": a.python, "studio_dir": a.studio_dir, "home": a.home,
+                 "head_address": a.head_address, "name": a.rename}
+        if a.env is not None:
+            given["env"] = dict(kv.split("=", 1) for kv in a.env if "=" in kv)
+            bad = [kv for kv in a.env if "=" not in kv]
+            if bad:
+                return _fail(f"--env takes NAME=value, not {bad[0]!r}")
+        node = nodes.save({**old, **{k: x for k, x in given.items() if x is not None}},
+                          replace=a.name if v == "edit" else None)
+        print(f"{v == 'add' and 'added' or 'saved'} {node.label()}")
+        return 0
+    if v == "remove":
+        nodes.remove(a.name)
+        print(f"removed {a.name}")
+        return 0
+    if v == "test":
+        res = nodes.test_node(a.name)
+        if a.json:
+            _print_json(res)
+        else:
+            ver = res["versions"]
+            print(f"{a.name}: reachable; paddle {ver['paddle']}, paddlenlp {ver['paddlenlp']}, studio {ver['studio']}, "
+                  f"python {ver['python']}; {res['cpus']} CPU core(s), {res['gpus']} GPU(s), "
+                  f"{(res['free_bytes'] or 0) / 2**30:.3g} GiB free in {res['home']}")
+            for k, (theirs, mine) in res["differs"].items():
+                print(f"  differs: {k} {theirs} there, {mine} here")
+        return 0 if not res["differs"] else 1
+    # preflight / copy: a run config and the nodes it would span
+    from core.train import cluster, config
+
+    try:
+        cfg = _load_run_config(a.config)
+    except config.FileProblems as e:
+        return _file_problems(e, a.json, code=2)
+    _apply_parallel(cfg, a)
+    if not cfg.parallel.node_names():
+        return _fail("name the nodes: --nodes NAME[,NAME...]")
+    if v == "copy":
+        done = nodes.copy_missing(cfg.to_paddlenlp(output_dir="-"), cfg.parallel.node_names(),
+                                  progress=None if a.json else
+                                  (lambda n, w, sent, total: print(f"\r{n}: {w} {sent / 1e6:.3g}/{total / 1e6:.3g} MB",
+                                                                   end="", flush=True)))
+        if a.json:
+            _print_json({"copied": done})
+        else:
+            print()
+            for c in done:
+                print(f"copied {c['what']} to {c['node']}:{c['dest']} ({c['bytes'] / 1e6:.3g} MB)")
+            if not done:
+                print("every node has the run's inputs already")
+        return 0
+    res = cluster.preflight(cfg)
+    if a.json:
+        _print_json(res)
+    else:
+        for p in res["problems"]:
+            print(f"{p['node']}: {p['message']}")
+        print(f"ok: every node is ready (master {res['master']})" if res["ok"] else f"{len(res['problems'])} problem(s)")
+    return 0 if res["ok"] else 1
 
 
 def cmd_merge(a) -> int:
@@ -657,17 +786,27 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--master", help="host:port of rank 0 (multi-node)")
     t.add_argument("--rank", type=int, help="this node's rank (multi-node)")
     t.add_argument("--stall-timeout", type=int, metavar="S",
-                   help="fail the run when its log and metrics stay unchanged S seconds (default 1800; 0: never)")
+                   help="fail the run when its log and metrics stay unchanged S seconds (default 1800, 300 with "
+                        "--nodes; 0: never)")
+    t.add_argument("--nodes", metavar="A,B", help="also train on these nodes (paddle-studio nodes list): this machine "
+                                                   "is node 0; every node is checked first (preflight)")
+    t.add_argument("--port-range", metavar="FIRST-LAST", help="ports the launchers may use (default 36000-36199)")
+    t.add_argument("--copy", action="store_true", help="with --nodes: first copy the model and dataset to nodes that lack them")
     t.add_argument("--detach", action="store_true", help="return at once; the run goes on")
     t.add_argument("--json", action="store_true")
     t.set_defaults(func=cmd_train)
 
     r = sub.add_parser("runs", help="runs in the workspace").add_subparsers(dest="runs_verb", required=True)
-    for verb in ("list", "show", "stop", "resume", "continue", "verify"):
+    for verb in ("list", "show", "stop", "resume", "continue", "verify", "doctor", "nodes", "node-log"):
         q = r.add_parser(verb, help={"verify": "reload what the run saved in a fresh process and compare its dev "
-                                               "loss with training's (also run after every run)"}.get(verb))
+                                               "loss with training's (also run after every run)",
+                                     "doctor": "why is it stuck? where every rank on every machine is now (its stacks)",
+                                     "nodes": "a multi-node run: each machine's state, step, last log line, memory",
+                                     "node-log": "a node's own training log, fetched over SSH"}.get(verb))
         if verb != "list":
             q.add_argument("run")
+        if verb == "node-log":
+            q.add_argument("node", help="a node name of the run, or head")
         if verb in ("resume", "continue"):
             q.add_argument("--follow", action="store_true", help="print metrics until it ends")
         if verb == "resume":
@@ -678,6 +817,42 @@ def build_parser() -> argparse.ArgumentParser:
             q.add_argument("--steps", type=int, help="more steps (runs that count steps)")
         q.add_argument("--json", action="store_true")
         q.set_defaults(func=cmd_runs)
+
+    no = sub.add_parser("nodes", help="other machines for multi-node runs: list, add, edit, remove, test, preflight, "
+                                      "copy").add_subparsers(dest="nodes_verb", required=True)
+    nl = no.add_parser("list", help="the nodes this workspace knows")
+    nl.add_argument("--json", action="store_true")
+    for verb in ("add", "edit"):
+        q = no.add_parser(verb, help="a machine reached over SSH where the studio is installed (or --manual)")
+        q.add_argument("name")
+        q.add_argument("--manual", action="store_true", help="not reachable from here: the studio prints the command to paste")
+        q.add_argument("--host")
+        q.add_argument("--port", type=int, help="SSH port (default 22)")
+        q.add_argument("--user")
+        q.add_argument("--key", metavar="FILE", help="SSH private key file on this machine")
+        q.add_argument("--python", help="the studio's python on the node (absolute path)")
+        q.add_argument("--studio-dir", help="the studio's folder on the node (absolute path)")
+        q.add_argument("--home", help="the node's workspace (its PADDLE_STUDIO_HOME, absolute path)")
+        q.add_argument("--env", nargs="*", metavar="NAME=VALUE", help="environment for the node's processes")
+        q.add_argument("--head-address", help="how this node reaches this machine, when not by the run's master host")
+        q.add_argument("--rename", help=argparse.SUPPRESS if verb == "add" else "a new name")
+    for verb in ("remove", "test"):
+        q = no.add_parser(verb, help={"test": "reach the node and compare its versions with this machine's"}.get(verb))
+        q.add_argument("name")
+        q.add_argument("--json", action="store_true")
+    for verb in ("preflight", "copy"):
+        q = no.add_parser(verb, help={"preflight": "check every node for a run config: reachable, same versions, "
+                                                   "inputs readable, master port reachable, devices, disk",
+                                      "copy": "copy the run's model and dataset to the nodes that lack them"}[verb])
+        q.add_argument("config")
+        q.add_argument("--nodes", required=True, metavar="A,B")
+        q.add_argument("--port-range", metavar="FIRST-LAST")
+        q.add_argument("--nproc", type=int)
+        q.add_argument("--json", action="store_true")
+        q.set_defaults(devices=None, nnodes=None, master=None, rank=None)
+    no.required = True
+    for q in no.choices.values():
+        q.set_defaults(func=cmd_nodes)
 
     m = sub.add_parser("merge", help="fold an adapter into its base; checks logits")
     m.add_argument("--base", help="base model folder (default: recorded beside the adapter)")

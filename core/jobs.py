@@ -172,6 +172,7 @@ def stop_processes(status: dict, grace: float = STOP_GRACE, also: list = ()) -> 
     for p in procs:
         try:
             p.terminate()
+            p.resume()  # a process frozen by SIGSTOP handles its SIGTERM only once continued
         except psutil.Error:
             pass
     _, left = psutil.wait_procs(procs, timeout=grace)

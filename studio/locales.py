@@ -362,6 +362,13 @@ TEXT: dict[str, dict[str, str]] = {
         "zh": "张量×流水线×分组切分并行度（{product}）须整除进程总数（{world}）",
     },
     "check.multinode_needs_master": {"en": "more than one node needs master host:port", "zh": "多机训练需要填写 master 的 host:port"},
+    "check.nodes_vs_nnodes": {"en": "nnodes is {nnodes} but this machine and the nodes named make {n}: leave nnodes at 1 (it follows the nodes)",
+                              "zh": "nnodes 为 {nnodes}，但本机加所选节点共 {n} 台：nnodes 保持 1 即可（随节点自动设置）"},
+    "check.nodes_on_head": {"en": "a run with nodes starts on its head, node rank 0: leave rank at 0",
+                            "zh": "带节点的训练从主节点（node rank 0）启动：rank 保持 0"},
+    "check.node_twice": {"en": "a node is named twice: each machine takes one node rank", "zh": "同一节点出现了两次：每台机器只占一个节点序号"},
+    "check.bad_port_range": {"en": "port_range {value!r}: FIRST-LAST with 1024 <= FIRST and at least 9 ports, e.g. 36000-36199",
+                             "zh": "port_range {value!r}：格式为 起始-结束，起始 ≥ 1024，且至少 9 个端口，例如 36000-36199"},
     "check.qlora_needs_algo": {"en": "QLoRA needs weight_quantize_algo (nf4 or fp4)", "zh": "QLoRA 需要设置 weight_quantize_algo（nf4 或 fp4）"},
     "check.cpu_refused": {"en": "{key} does not work on this machine (no GPU): {why}",
                           "zh": "{key} 在本机（没有 GPU）上无法生效：{why_zh}"},
@@ -530,7 +537,9 @@ FIELD_HELP_ZH = {
     "pipeline_parallel_degree": "流水线并行度。",
     "sharding": "分组切分阶段：空、stage1、stage2 或 stage3。",
     "sharding_parallel_degree": "分组切分并行度。",
-    "stall_timeout": "训练日志和指标这么多秒没有变化时判定运行失败（0：从不）。",
+    "stall_timeout": "训练日志和指标这么多秒没有变化时判定运行失败（0：从不；多机训练未设置时为 300）。",
+    "nodes": "参与训练的其他机器（集群页中的名称），逗号分隔：依次为节点 1、2……；本机为节点 0，持有 rank 0（指标、检查点、输出）。",
+    "port_range": "各机器上启动器可用的端口，起始-结束（有节点时默认 36000-36199）：请在防火墙放行；master 端口取本机第一个空闲端口。",
 }
 
 
@@ -598,6 +607,8 @@ FIELD_LABELS = {
     "sharding": ("Sharding stage", "分组切分阶段"),
     "sharding_parallel_degree": ("Sharding degree", "分组切分并行度"),
     "stall_timeout": ("Fail after no progress for (s)", "无进展多久后判定失败（秒）"),
+    "nodes": ("Other machines (nodes)", "其他机器（节点）"),
+    "port_range": ("Port range", "端口范围"),
 }
 
 

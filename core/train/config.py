@@ -115,7 +115,15 @@ class ParallelSection:
     pipeline_parallel_degree: int = _f(1, "Pipeline parallel degree.")
     sharding: str = _f("", "Sharding stage: '', stage1, stage2 or stage3.")
     sharding_parallel_degree: int = _f(1, "Sharding degree.")
-    stall_timeout: int = _f(1800, "Fail the run when its log and metrics stay unchanged this many seconds (0: never).")
+    stall_timeout: int = _f(1800, "Fail the run when its log and metrics stay unchanged this many seconds (0: never; "
+                                  "a run over several machines: 300 unless set).")
+    nodes: str = _f("", "Other machines in the run (names from the Cluster tab), comma-separated: node ranks 1, 2, ... in "
+                        "this order; this machine is node 0 and holds rank 0 (metrics, checkpoints, outputs).")
+    port_range: str = _f("", "Ports the launchers may use on every machine, FIRST-LAST (default 36000-36199 with nodes): "
+                             "open them in the firewall; the master port is the first free one here.")
+
+    def node_names(self) -> list[str]:
+        return [x.strip() for x in str(self.nodes or "").split(",") if x.strip()]
 
 
 @dataclass
@@ -381,6 +389,11 @@ MESSAGES = {
     "devices_on_cpu": "--devices needs GPUs; on CPU use nproc (processes) instead",
     "degrees_do_not_divide": "tensor x pipeline x sharding degrees ({product}) must divide the number of processes ({world})",
     "multinode_needs_master": "more than one node needs master host:port",
+    "nodes_vs_nnodes": "nnodes is {nnodes} but this machine and the nodes named make {n}: leave nnodes at 1 (it follows the nodes)",
+    "nodes_on_head": "a run with nodes starts on its head, node rank 0: leave rank at 0",
+    "node_twice": "a node is named twice: each machine takes one node rank",
+    "bad_port_range": ("port_range {value!r}: FIRST-LAST with 1024 <= FIRST and at least 9 ports (the launcher takes a "
+                       "port per process and a few of its own), e.g. 36000-36199"),
     "qlora_needs_algo": "QLoRA needs weight_quantize_algo (nf4 or fp4)",
     "unknown_method": "unknown method {method!r}; expected one of {expected}",
     "cpu_refused": "{key} does not work on this machine (no GPU): {why}",
@@ -641,8 +654,21 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
     product = p.tensor_parallel_degree * p.pipeline_parallel_degree * max(p.sharding_parallel_degree, 1)  # -1: the rest
     if product > 0 and world > 0 and world % product:
         add("degrees_do_not_divide", "parallel.tensor_parallel_degree", product=product, world=world)
-    if p.nnodes > 1 and not p.master:
+    if p.nnodes > 1 and not p.master and not p.node_names():
         add("multinode_needs_master", "parallel.master")
+    if p.node_names():
+        if p.nnodes not in (1, 1 + len(p.node_names())):
+            add("nodes_vs_nnodes", "parallel.nnodes", nnodes=p.nnodes, n=1 + len(p.node_names()))
+        if p.rank:
+            add("nodes_on_head", "parallel.rank")
+        if len(set(p.node_names())) != len(p.node_names()):
+            add("node_twice", "parallel.nodes")
+    if str(p.port_range or "").strip():
+        import re as _re
+
+        m = _re.fullmatch(r"\s*(\d{2,5})\s*[-:]\s*(\d{2,5})\s*", str(p.port_range))
+        if not m or not (1024 <= int(m.group(1)) and int(m.group(1)) + 8 <= int(m.group(2)) <= 65535):
+            add("bad_port_range", "parallel.port_range", value=p.port_range)
     return out
 
 

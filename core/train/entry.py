@@ -433,6 +433,8 @@ def reference_writer(run_dir: Path, model, tokenizer, template, flat: dict, mask
 def make_callback(metrics_path: Path, tokens_per_step: float, on_saved=None):
     from paddlenlp.trainer import TrainerCallback
 
+    progress_path = metrics_path.parent / f"progress.rank{os.environ.get('PADDLE_TRAINER_ID', '0')}.json"
+
     class MetricsCallback(TrainerCallback):
         """Append one JSON line per log/eval to metrics.jsonl (rank 0), and checkpoint the last step."""
 
@@ -461,6 +463,11 @@ def make_callback(metrics_path: Path, tokens_per_step: float, on_saved=None):
                 checkpoints.mark_complete(ck, state.global_step)
 
         def on_step_end(self, args, state, control, **kw):
+            try:  # every rank: the step it reached (a node's strip and the hang doctor read it)
+                with open(progress_path, "w", encoding="utf-8") as f:
+                    f.write(json.dumps({"step": state.global_step, "max_steps": state.max_steps, "time": time.time()}))
+            except OSError:
+                pass
             strategy = getattr(args.save_strategy, "value", args.save_strategy)  # an IntervalStrategy, not a str
             if state.global_step >= state.max_steps and strategy != "no":
                 control.should_save = True  # a checkpoint at the very end, for Continue
@@ -668,6 +675,24 @@ def phase(name: str) -> None:
         pass  # a full disk must not end the run here; the failure note is for that
 
 
+_stack_file = None
+
+
+def install_stack_dump(run_dir: Path) -> None:
+    """SIGUSR1 writes every thread's Python stack to ``stacks.rank<N>.txt`` (appended, from a C
+    handler: it answers even while the rank waits inside a C++ collective). The hang doctor
+    (core.train.cluster) sends it to every rank of a run that stopped making progress."""
+    import faulthandler
+    import signal
+
+    global _stack_file
+    try:
+        _stack_file = open(run_dir / f"stacks.rank{os.environ.get('PADDLE_TRAINER_ID', '0')}.txt", "a")
+        faulthandler.register(signal.SIGUSR1, file=_stack_file, all_threads=True)
+    except (OSError, AttributeError, ValueError):
+        pass  # no stacks for the doctor; training goes on
+
+
 def die_with_parent() -> None:
     """Ask the kernel to kill this rank when its launcher dies (even by kill -9): a rank in a process
     group of its own would otherwise train on as an orphan that no Stop can reach."""
@@ -713,6 +738,7 @@ if __name__ == "__main__":
         args = [str(config)] + (["--resume"] if again else [])
     threading.excepthook = _thread_failed
     reserve_failure_note(Path(args[0]).resolve().parent)
+    install_stack_dump(Path(args[0]).resolve().parent)
     _startup = Path(args[0]).resolve().parent / STARTUP
     phase("process")
     note_termination()

@@ -174,7 +174,9 @@ def _spawn_supervisor(d: Path, resume: bool) -> None:
         if spare:
             write_status(d, supervisor_pid=spare["pid"], supervisor_start=spare["start"], warm=True)
             return
-    argv = [sys.executable, "-m", "core.train.runs", "supervise", str(d)] + (["--resume"] if resume else [])
+    # a multi-node run is watched by core.train.cluster (the same supervise, with its nodes)
+    module = "core.train.cluster" if meta.get("parallel", {}).get("nodes") else "core.train.runs"
+    argv = [sys.executable, "-m", module, "supervise", str(d)] + (["--resume"] if resume else [])
     proc = jobs.spawn_detached(argv, d / "supervisor.log", d)
     write_status(d, supervisor_pid=proc.pid, supervisor_start=jobs.proc_start(proc.pid), warm=False)
 
@@ -262,6 +264,14 @@ SILENT = "ended without a message (killed: kill -9, or the out-of-memory killer)
 TERM_NOTE = "ended by SIGTERM (the launcher ends every rank once one fails; Stop does too)"
 
 
+def local_ranks(par: dict) -> list[tuple[int, int]]:
+    """(global rank, local index) of the ranks this machine runs for the run's ``parallel``
+    (node rank ``rank`` of ``nnodes``, ``nproc`` or len(devices) processes each)."""
+    n = len([x for x in str(par["devices"]).split(",") if x.strip()]) if par.get("devices") else int(par.get("nproc", 1) or 1)
+    base = int(par.get("rank", 0) or 0) * n if int(par.get("nnodes", 1) or 1) > 1 else 0
+    return [(base + i, i) for i in range(n)]
+
+
 def _failure_reason(d: Path, code: int) -> str:
     """Why the launcher ended with ``code``: a signal that killed it, else rank by rank (its own
     failure note, what its log says, or that it died without a word: kill -9 or out of memory)
@@ -279,16 +289,15 @@ def _failure_reason(d: Path, code: int) -> str:
             return f"the training process was killed ({name}){why}"
         return f"the launcher was killed ({name}); its rank processes were ended with it"
     notes = failure_notes(d)
-    local = int(par.get("nnodes", 1) or 1) == 1 and not par.get("devices")
-    nproc = int(par.get("nproc", 1) or 1) if local else 0
+    ranks = local_ranks(par)
     stories = {r: text for r, text in notes.items()}
-    for r in range(nproc):
+    for r, i in ranks:
         if r not in stories:
-            told = rank_story(_log_tail(d / "log" / f"workerlog.{r}"))
+            told = rank_story(_log_tail(d / "log" / f"workerlog.{i}"))
             if told:
                 stories[r] = told
-    silent = [r for r in range(nproc) if r not in stories]
-    if stories and (silent or nproc > 1 or notes):
+    silent = [r for r, _ in ranks if r not in stories]
+    if stories and (silent or len(ranks) > 1 or notes):
         # the causes first: a rank the launcher ended (SIGTERM) only followed another one's failure
         order = sorted(stories.items(), key=lambda kv: (kv[1] == TERM_NOTE, kv[0]))
         parts = [f"rank {r}: {text}" for r, text in order]
@@ -315,7 +324,8 @@ def _failure_reason(d: Path, code: int) -> str:
 def last_activity(d: Path) -> float:
     """When the run last wrote to its training logs or metrics (the supervisor's own start at the least)."""
     newest = 0.0
-    for f in [d / "metrics.jsonl", d / "launcher.log", d / "status.json", *(d / "log").glob("workerlog.*")]:
+    for f in [d / "metrics.jsonl", d / "launcher.log", d / "status.json", *(d / "log").glob("workerlog.*"),
+              *d.glob("progress.rank*.json")]:
         try:
             newest = max(newest, f.stat().st_mtime)
         except OSError:
@@ -330,34 +340,57 @@ def clear_failure_notes(d: Path) -> None:
         f.unlink(missing_ok=True)
 
 
-def supervise(d: Path, resume: bool, proc: subprocess.Popen | None = None) -> int:
+def launch(d: Path, parallel: dict, resume: bool, env: dict | None = None) -> subprocess.Popen:
+    """Start the launcher (or the single rank) of the run folder ``d`` in a session of its own,
+    its output to files (never a pipe)."""
+    clear_failure_notes(d)
+    argv = launch_argv(d, parallel, resume)
+    # a single process writes where a launched rank 0 would (log/workerlog.0)
+    (d / "log").mkdir(exist_ok=True)
+    out = d / "log" / "workerlog.0" if single_process(parallel) else d / "launcher.log"
+    with open(out, "ab") as log:
+        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, cwd=str(d), env=jobs.child_env(env))
+
+
+def supervise(d: Path, resume: bool, proc: subprocess.Popen | None = None, nodes=None) -> int:
     """Run the launcher to its end and record how it ended (the body of the supervisor process).
-    ``proc``: a warm spare's rank, already started and now given this run (core.train.warm)."""
+    ``proc``: a warm spare's rank, already started and now given this run (core.train.warm).
+    ``nodes``: the other machines of a multi-node run (core.train.cluster.Agents): started before
+    the launcher here, asked each tick whether one failed, stopped with the run, and their word
+    goes into the run's reason."""
     meta = read_json(d / "studio.json")
+    if nodes is not None:
+        nodes.start(resume)
     if proc is None:
-        clear_failure_notes(d)
-        argv = launch_argv(d, meta["parallel"], resume)
-        # a single process writes where a launched rank 0 would (log/workerlog.0)
-        (d / "log").mkdir(exist_ok=True)
-        out = d / "log" / "workerlog.0" if single_process(meta["parallel"]) else d / "launcher.log"
-        with open(out, "ab") as log:
-            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    start_new_session=True, cwd=str(d), env=jobs.child_env())
+        proc = launch(d, meta["parallel"], resume, env=nodes.launcher_env() if nodes is not None else None)
     _write_until_written(d, pid=proc.pid, pgid=proc.pid, pid_start=jobs.proc_start(proc.pid),
                          supervisor_pid=os.getpid(), supervisor_start=jobs.proc_start(os.getpid()))
     stall = int(meta["parallel"].get("stall_timeout", 0) or 0)
     stalled = None
+    node_failed = None
+    me = {"pid": proc.pid, "pgid": proc.pid, "pid_start": jobs.proc_start(proc.pid)}
     while True:
         try:
-            code = proc.wait(timeout=WATCH_S)
+            code = proc.wait(timeout=WATCH_S if nodes is None else 0.5)
             break
         except subprocess.TimeoutExpired:
             pass
-        quiet = time.time() - last_activity(d)
-        if stall > 0 and quiet > stall and not (d / "stop.request").exists():
+        stopping = (d / "stop.request").exists()
+        if nodes is not None:
+            if stopping:
+                nodes.stop()
+            elif (node_failed := nodes.failed()) is not None:
+                jobs.stop_processes(me, STOP_GRACE, also=orphans(d))
+                code = proc.wait()
+                break
+        newest = last_activity(d) if nodes is None else max(last_activity(d), nodes.last_activity())
+        quiet = time.time() - newest
+        if stall > 0 and quiet > stall and not stopping:
             stalled = quiet
-            jobs.stop_processes({"pid": proc.pid, "pgid": proc.pid, "pid_start": jobs.proc_start(proc.pid)},
-                                STOP_GRACE, also=orphans(d))
+            if nodes is not None:  # where each rank waits, before anything is stopped
+                nodes.diagnose()
+            jobs.stop_processes(me, STOP_GRACE, also=orphans(d))
             code = proc.wait()
             break
     left = orphans(d)  # ranks the launcher left behind (it was killed): end them, they would train on
@@ -366,14 +399,24 @@ def supervise(d: Path, resume: bool, proc: subprocess.Popen | None = None) -> in
     if stalled is not None:
         state, reason = "failed", (f"no progress for {stalled:.0f} s (nothing new in the training log or metrics; "
                                    f"stall_timeout is {stall} s): the run was stopped")
+        if nodes is not None and nodes.stacks_summary():
+            reason += "; " + nodes.stacks_summary()
     elif (d / "stop.request").exists():
         state, reason = "stopped", "stopped by the user"
-    elif code == 0:
+    elif code == 0 and node_failed is None:
         state, reason = "succeeded", None
     else:
-        state, reason = "failed", _failure_reason(d, code)
-        if left:
+        state, reason = "failed", _failure_reason(d, code) if code != 0 else None
+        if left and reason:
             reason += f" (the launcher ended with {len(left)} rank process(es) still running; they were stopped)"
+    if nodes is not None:
+        ends = nodes.finish(wait_first=20.0 if code == 0 and state != "stopped" else 0.0)  # what each node said
+        if state == "failed" and stalled is None:
+            reason = nodes.blame(reason, ends)
+            if code == 0 and not reason:
+                reason = "a node failed"
+        elif state == "succeeded" and ends.get("failed"):
+            state, reason = "failed", nodes.blame(None, ends)
     _write_until_written(d, state=state, exit_code=code, reason=reason, finished=_now())
     if state == "succeeded" or last_checkpoint(d) is not None:
         verify_saved(d)  # before the next queued run: the reload must not compete with it for (GPU) memory
