@@ -261,6 +261,7 @@ def _header(lang: str) -> str:
 
 def build_app(lang: str = "en") -> gr.Blocks:
     from studio.tabs.chat import build_chat_tab
+    from studio.tabs.cluster import build_cluster_tab
     from studio.tabs.dataset import build_dataset_tab
     from studio.tabs.jobs import build_jobs_tab
     from studio.tabs.merge import build_merge_tab
@@ -288,6 +289,7 @@ def build_app(lang: str = "en") -> gr.Blocks:
             build_models_tab(ctx)
             started = build_train_tab(ctx)
             build_runs_tab(ctx, started)
+            build_cluster_tab(ctx)
             build_merge_tab(ctx)
             chat_model = build_chat_tab(ctx)
             build_quantize_tab(ctx, chat_model)

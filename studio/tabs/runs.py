@@ -15,7 +15,7 @@ from html import escape
 
 import gradio as gr
 
-from core.train import runs
+from core.train import cluster, runs
 from studio.app import View, unsent
 from studio.charts import html_table, line_figure, log_html, num
 from studio.locales import t
@@ -160,6 +160,36 @@ def config_diff(a: str, b: str, lang: str) -> str:
     return html_table([t("runs.col_key", lang), a, b], rows, elem_id="run-diff-table", empty=t("runs.no_diff", lang))
 
 
+def nodes_html(rows: list[dict], lang: str) -> str:
+    """A run's machines, one row each: state, step, memory, last log line (a manual node's command
+    to paste under its row); "" for a one-machine run."""
+    if not rows:
+        return ""
+    cols = [t(f"runs.node_col_{c}", lang) for c in ("node", "ranks", "state", "step", "memory", "line")]
+    body = []
+    for r in rows:
+        state = r.get("state") or "-"
+        body.append([r["label"], ",".join(map(str, r["ranks"])), t(f"state.{state}", lang) if state in STATES else
+                     t(f"runs.node_state_{state}", lang), r["step"] if r["step"] is not None else "-",
+                     f"{r['rss'] / 2**20:.0f} MiB" if r.get("rss") else "-", r.get("last_line") or ""])
+    out = html_table(cols, body, elem_id="run-nodes-table")
+    for r in rows:
+        if r.get("command"):
+            out += (f"<p>{escape(t('runs.node_paste', lang, node=r['node']))}</p>"
+                    f"<pre class='run-node-command'>{escape(r['command'])}</pre>")
+    return out
+
+
+STATES = ("queued", "running", "succeeded", "failed", "stopped")
+
+
+def doctor_markdown(res: dict, lang: str) -> str:
+    lines = [t("runs.doctor_head", lang, n=len(res["ranks"]))]
+    for r, v in res["ranks"].items():
+        lines.append(f"- **rank {r}** ({v['node']}): {escape(v['where'])}")
+    return "\n".join(lines)
+
+
 def _size(f) -> int | None:
     try:
         return f.stat().st_size
@@ -175,6 +205,8 @@ def _signature(d) -> list:
             sig.append((stt.st_mtime_ns, stt.st_size))
         except OSError:
             sig.append(None)
+    if (d / "nodes").is_dir():  # a multi-node run: what its nodes last reported
+        sig.append(sorted((f.name, f.stat().st_mtime_ns) for f in (d / "nodes").glob("*.json")))
     return sig
 
 
@@ -235,6 +267,7 @@ def snapshot(run_id: str | None, compare: str | None, view: dict | None, lang: s
     loss_fig, speed_fig = curve_figures(series, lang, log_y) if redraw else (gr.skip(), gr.skip())
     if not second:
         speed_fig = gr.skip()
+    strip = cluster.strip(d)  # [] unless the run spans several machines
     out = {
         "status": status_markdown(run_id, st, p, lang),
         "progress": progress_html(st, p, lang),
@@ -243,6 +276,10 @@ def snapshot(run_id: str | None, compare: str | None, view: dict | None, lang: s
         "config": json.dumps(runs.read_json(d / "config.json", {}), indent=2, ensure_ascii=False),
         "command": (d / "command.txt").read_text(encoding="utf-8") if (d / "command.txt").is_file() else "",
         "diff": config_diff(run_id, compare, lang) if compare else "",
+        "nodes": nodes_html(strip, lang),
+        # always shown: a visibility change sent by the view's tick did not reach the page (Gradio 6.17)
+        "node_pick": gr.update(choices=[r["node"] for r in strip]),
+        "doctor": gr.update(interactive=active),
         "stop": gr.update(interactive=active),
         "resume": gr.update(interactive=st.get("state") in ("failed", "stopped")),
         "cont": gr.update(interactive=st.get("state") == "succeeded"),
@@ -253,7 +290,7 @@ def snapshot(run_id: str | None, compare: str | None, view: dict | None, lang: s
 
 
 OUT_KEYS = ["view", "status", "progress", "caption", "plot", "speed", "log", "config", "command", "diff", "stop", "resume",
-            "cont"]
+            "cont", "nodes", "node_pick", "doctor"]
 
 
 def build_runs_tab(ctx, started):
@@ -284,6 +321,15 @@ def build_runs_tab(ctx, started):
             cont_btn = tr(gr.Button(ctx.text("runs.continue"), interactive=False, elem_id="run-continue"),
                           "runs.continue", "value")
         action_msg = gr.Markdown(elem_id="run-action-msg")
+        nodes_box = gr.HTML(elem_id="run-nodes")
+        with gr.Row():
+            doctor_btn = tr(gr.Button(ctx.text("runs.doctor"), interactive=False, elem_id="run-doctor"),
+                            "runs.doctor", "value")
+            node_pick = tr(gr.Dropdown([], value=None, label=ctx.text("runs.node_pick"), elem_id="run-node-pick"),
+                           "runs.node_pick")
+            node_log_btn = tr(gr.Button(ctx.text("runs.node_log"), elem_id="run-node-log"), "runs.node_log", "value")
+        doctor_out = gr.Markdown(elem_id="run-doctor-out")
+        node_log = gr.Code(language=None, interactive=False, visible=False, elem_id="run-node-log-text")
         with gr.Row():
             caption = gr.HTML(elem_id="run-curve-box")
             log_y = tr(gr.Checkbox(False, label=ctx.text("runs.log_scale"), elem_id="run-log-scale", scale=0, min_width=160),
@@ -302,7 +348,8 @@ def build_runs_tab(ctx, started):
         watch = ctx.watch_parts(TICK)
 
     lang = ctx.lang
-    outs = [view, status_md, progress, caption, plot, speed, log, cfg_json, command, diff, stop_btn, resume_btn, cont_btn]
+    outs = [view, status_md, progress, caption, plot, speed, log, cfg_json, command, diff, stop_btn, resume_btn, cont_btn,
+            nodes_box, node_pick, doctor_btn]
 
     def render(run_id, cmp, v, lg, ly, force=False):
         snap = snapshot(run_id, cmp or None, v, lg, force, bool(ly))
@@ -365,6 +412,26 @@ def build_runs_tab(ctx, started):
             out.append((r, _signature(d) if d else None, _size(d / "metrics.jsonl") if d else None))
         return out
 
+    def doctor(run_id, lg):
+        if not run_id:
+            return t("runs.pick_first", lg)
+        try:
+            return doctor_markdown(cluster.doctor(run_id), lg)
+        except (ValueError, FileNotFoundError) as e:
+            return t("error.prefix", lg) + str(e)
+
+    def show_node_log(run_id, node, lg):
+        if not run_id:
+            return gr.update(visible=True, value=t("runs.pick_first", lg))
+        if not node:
+            return gr.update(visible=True, value=t("runs.node_first", lg))
+        try:
+            return gr.update(visible=True, value=cluster.node_log(run_id, node or "head"))
+        except (ValueError, FileNotFoundError, OSError) as e:
+            return gr.update(visible=True, value=str(e))
+
+    doctor_btn.click(doctor, inputs=[pick, lang], outputs=[doctor_out])
+    node_log_btn.click(show_node_log, inputs=[pick, node_pick, lang], outputs=[node_log])
     # one timer for the run's view and the list (drawn at most every LIST_TICK): one event a tick
     ctx.watch_views(TICK, [View(probe, [pick, compare], tick, [pick, compare, view, lang, log_y], outs),
                            View(list_signature, [], list_tick, [lang, list_sig, pick, compare],

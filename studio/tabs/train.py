@@ -16,7 +16,7 @@ from pathlib import Path
 import gradio as gr
 
 from core import catalog, workspace
-from core.train import config, runs
+from core.train import cluster, config, nodes, runs
 from core.train.config import RunConfig
 from studio.locales import FIELD_HELP_ZH, field_label, t
 
@@ -26,7 +26,7 @@ MAIN_FIELDS = {
     "data": ["dataset_name_or_path", "src_length", "max_length"],
     "method": ["method", "lora_rank", "num_prefix_tokens", "vera_rank", "lokr_dim", "reft_position", "reft_rank", "dpo_beta"],
     "training": ["per_device_train_batch_size", "learning_rate", "num_train_epochs", "max_steps", "eval_steps", "save_steps"],
-    "parallel": ["nproc"],
+    "parallel": ["nproc", "nodes"],
 }
 SECTION_CLASSES = {
     "model": config.ModelSection, "data": config.DataSection, "method": config.MethodSection,
@@ -45,6 +45,10 @@ def model_choices() -> list[tuple[str, str]]:
 
 def dataset_choices() -> list[tuple[str, str]]:
     return [(m.get("name") or Path(m["path"]).name, m["path"]) for m in catalog.datasets()]
+
+
+def node_choices() -> list[str]:
+    return [n.name for n in nodes.list_nodes()]
 
 
 def saved_configs() -> list[str]:
@@ -66,6 +70,8 @@ def _widget(section: str, f, lang: str):
     hint = typing.get_type_hints(SECTION_CLASSES[section])[f.name]
     if f.name == "model_name_or_path":
         return gr.Dropdown(model_choices(), value=None, allow_custom_value=True, label=label, info=help_, elem_id=elem)
+    if f.name == "nodes":  # the Cluster tab's nodes, in node-rank order
+        return gr.Dropdown(node_choices(), value=[], multiselect=True, label=label, info=help_, elem_id=elem)
     if f.name == "dataset_name_or_path":
         return gr.Dropdown(dataset_choices(), value=None, allow_custom_value=True, label=label, info=help_, elem_id=elem)
     if choices:
@@ -92,13 +98,26 @@ def values_to_config(spec: list[tuple[str, str]], name: str, values: list) -> Ru
             v = bool(v)
         elif v == "" and fname in ("tokenizer_name_or_path", "chat_template", "weight_quantize_algo"):
             v = None
+        elif fname == "nodes":
+            v = ",".join(v) if isinstance(v, list) else (v or "")
         d.setdefault(section, {})[fname] = v
     return RunConfig.from_dict(d)
 
 
 def config_to_values(spec: list[tuple[str, str]], cfg: RunConfig) -> list:
     d = cfg.to_dict()
-    return [d[section][fname] if d[section][fname] is not None else "" for section, fname in spec]
+    return [cfg.parallel.node_names() if (section, fname) == ("parallel", "nodes")
+            else d[section][fname] if d[section][fname] is not None else "" for section, fname in spec]
+
+
+def preflight_markdown(res: dict, lang: str) -> str:
+    """Every problem a multi-node preflight found, each with its node; or that all nodes are ready."""
+    if res["ok"]:
+        return t("train.preflight_ok", lang, n=len(res["nodes"]), master=res.get("master") or "")
+    lines = [t("train.preflight_problems", lang, n=len(res["problems"]))]
+    for p in res["problems"]:
+        lines.append(f"- **{p['node']}** · `{p['code']}`: {p['message']}")
+    return "\n".join(lines)
 
 
 def check_markdown(cfg: RunConfig, lang: str) -> str:
@@ -164,6 +183,8 @@ def build_train_tab(ctx):
             saved = tr(gr.Dropdown(saved_configs(), label=ctx.text("train.saved"), allow_custom_value=False), "train.saved")
             load_btn = tr(gr.Button(ctx.text("train.load")), "train.load", "value")
             save_btn = tr(gr.Button(ctx.text("train.save")), "train.save", "value")
+            preflight_btn = tr(gr.Button(ctx.text("train.preflight"), elem_id="train-preflight"), "train.preflight", "value")
+            copy_btn = tr(gr.Button(ctx.text("train.copy"), elem_id="train-copy"), "train.copy", "value")
             start_btn = tr(gr.Button(ctx.text("train.start"), variant="primary", elem_id="train-start"), "train.start", "value")
         start_msg = gr.Markdown(elem_id="train-start-msg")
         # inside the Tab: a component directly under gr.Tabs shifts the index every later tab
@@ -175,6 +196,8 @@ def build_train_tab(ctx):
         form = gr.Textbox(visible=False, elem_id="train-form-values")
         to_save = gr.Textbox(visible=False)
         to_start = gr.Textbox(visible=False)
+        to_preflight = gr.Textbox(visible=False)
+        to_copy = gr.Textbox(visible=False)
 
     lang = ctx.lang
 
@@ -242,12 +265,56 @@ def build_train_tab(ctx):
         if problems:
             return check_markdown(cfg, lg), None, ""
         try:
-            run_id = runs.create(cfg)
+            if cfg.parallel.node_names():  # several machines: every node is checked first
+                res = cluster.preflight(cfg)
+                if not res["ok"]:
+                    return preflight_markdown(res, lg), None, ""
+                run_id = cluster.create(cfg)
+            else:
+                run_id = runs.create(cfg)
             st = runs.start(run_id)
         except Exception as e:  # noqa: BLE001 - show it, never crash the page
             return t("error.prefix", lg) + t("error.unexpected", lg, detail=str(e)), None, ""
         msg = t("train.started", lg, run=run_id, state=t(f"state.{st['state']}", lg), dir=str(runs.run_dir(run_id)))
         return msg, run_id, run_id
+
+    def with_nodes(text, lg):
+        """(RunConfig, None) from the gathered form, or (None, message) when it names no node."""
+        try:
+            name, *values = form_values(text)
+        except (ValueError, KeyError, TypeError) as e:
+            return None, t("error.prefix", lg) + t("error.unexpected", lg, detail=str(e))
+        cfg = values_to_config(spec, name, list(values))
+        if not cfg.parallel.node_names():
+            return None, t("train.no_nodes", lg)
+        return cfg, None
+
+    def preflight(text, lg):
+        if not text:
+            return gr.skip()
+        cfg, msg = with_nodes(text, lg)
+        if cfg is None:
+            return msg
+        try:
+            return preflight_markdown(cluster.preflight(cfg), lg)
+        except (ValueError, OSError) as e:
+            return t("error.prefix", lg) + str(e)
+
+    def copy(text, lg, progress=gr.Progress()):
+        if not text:
+            return gr.skip()
+        cfg, msg = with_nodes(text, lg)
+        if cfg is None:
+            return msg
+        try:
+            done = nodes.copy_missing(cfg.to_paddlenlp(output_dir="-"), cfg.parallel.node_names(),
+                                      progress=lambda n, w, sent, total: progress(sent / max(total, 1), desc=f"{n}: {w}"))
+        except (ValueError, OSError) as e:
+            return t("error.prefix", lg) + str(e)
+        if not done:
+            return t("train.copy_none", lg)
+        return "\n".join(t("train.copied", lg, what=c["what"], node=c["node"], dest=c["dest"],
+                            mb=f"{c['bytes'] / 1e6:.3g}") for c in done)
 
     # Every widget's change, Save and Start first gather the form in the page (an event with no
     # server part), then a server event reads that one value. Gradio 6.17's page keeps the loading
@@ -264,6 +331,10 @@ def build_train_tab(ctx):
     to_save.change(save, inputs=[to_save, lang], outputs=[start_msg, saved])
     load_btn.click(load_saved, inputs=[saved, lang], outputs=[run_name, *widgets], show_progress="hidden")
     start_btn.click(None, inputs=form_inputs, outputs=[to_start], js=FORM_JS)
+    preflight_btn.click(None, inputs=form_inputs, outputs=[to_preflight], js=FORM_JS)
+    to_preflight.change(preflight, inputs=[to_preflight, lang], outputs=[start_msg])
+    copy_btn.click(None, inputs=form_inputs, outputs=[to_copy], js=FORM_JS)
+    to_copy.change(copy, inputs=[to_copy, lang], outputs=[start_msg])
     ctx.go_to(to_start.change(start, inputs=[to_start, lang], outputs=[start_msg, started, to_runs]), "runs", to_runs)
 
     def on_load(name, lg):
@@ -278,6 +349,8 @@ def build_train_tab(ctx):
     ctx.train_form = (run_name, spec, widgets)
     model_w = widgets[spec.index(("model", "model_name_or_path"))]
     data_w = widgets[spec.index(("data", "dataset_name_or_path"))]
+    nodes_w = widgets[spec.index(("parallel", "nodes"))]
     ctx.picker(tab, lambda: (gr.update(choices=model_choices()), gr.update(choices=dataset_choices()),
-                             gr.update(choices=saved_configs())), [], [model_w, data_w, saved])
+                             gr.update(choices=saved_configs()), gr.update(choices=node_choices())), [],
+               [model_w, data_w, saved, nodes_w])
     return started
