@@ -210,3 +210,34 @@ def test_a_frozen_rank_is_found_by_the_hang_doctor_and_the_run_ends(cluster_ws):
     assert diag["ranks"]["0"]["state"] == "frozen" and diag["ranks"]["1"]["state"] == "answered"
     time.sleep(1)
     assert run_processes(d, nd) == []
+
+
+@pytest.mark.slow
+def test_a_manual_node_joins_with_the_command_the_studio_prints(cluster_ws):
+    """A node the studio cannot reach: the run waits for it, the Runs tab shows the command to paste
+    there, and pasting it (here: bash on the same machine) makes it train as node 1."""
+    from core.train import cluster, runs
+
+    head, node, _ = cluster_ws
+    cli(head, "nodes", "add", "m1", "--manual", "--python", sys.executable, "--studio-dir", str(ROOT), "--home", str(node))
+    try:
+        run_id = cluster.create(small_config(12, nodes="m1"))
+        runs.start(run_id)
+        d = runs.run_dir(run_id)
+        rows = {}
+        deadline = time.time() + 30
+        while not (rows.get("m1") or {}).get("command") and time.time() < deadline:
+            rows = {r["node"]: r for r in cluster.strip(run_id)}
+            time.sleep(0.3)
+        command = rows["m1"]["command"]
+        assert rows["m1"]["state"] == "manual" and "-m core.train.cluster agent --manual" in command
+        shown = cli(head, "runs", "nodes", run_id).stdout
+        assert "paste on m1" in shown and "STUDIO_RUN" in shown
+        pasted = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=300)
+        assert pasted.returncode == 0 and "ended: exit code 0" in pasted.stdout, pasted.stdout[-1500:] + pasted.stderr[-1500:]
+        st = wait_state(run_id, 60)
+        assert st["state"] == "succeeded", st
+        node_steps = json.loads((node / cluster.NODE_RUNS / run_id / "progress.rank1.json").read_text())["step"]
+        assert node_steps == 12 and json.loads((d / "progress.rank0.json").read_text())["step"] == 12
+    finally:
+        cli(head, "nodes", "remove", "m1")
