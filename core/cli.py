@@ -357,7 +357,7 @@ def cmd_train(a) -> int:
             for p in pre["problems"]:
                 sys.stderr.write(f"paddle-studio: {p['node']}: {p['message']}\n")
             return 2
-        run_id = cluster.create(cfg)
+        run_id = cluster.create(cfg, master=pre["master"])
     else:
         run_id = runs.create(cfg)
     st = runs.start(run_id)

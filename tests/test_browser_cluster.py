@@ -70,6 +70,8 @@ def test_two_node_run_from_the_page(tmp_path, demo_home, monkeypatch):
                 wait_text(page.locator("#cluster-box"), f"127.0.0.1:{sshd.port}", 10)
                 page.locator("#cluster-test").click()
                 wait_text(page.locator("#cluster-msg"), "n1 reachable", 30)
+                if os.environ.get("STUDIO_SCREENSHOTS"):
+                    page.screenshot(path=str(ROOT / "assets" / "cluster-tab.png"), full_page=True)
                 # Train tab: the node is offered at once; check it, then start
                 page.get_by_role("tab", name="Train").click()
                 wait_text(page.locator("#train-check"), "No problems", 30)
@@ -117,6 +119,9 @@ def test_two_node_run_from_the_page(tmp_path, demo_home, monkeypatch):
                 page.get_by_label("中文").check()
                 page.get_by_role("tab", name="集群").click()
                 wait_text(page.locator("#cluster-intro"), "本机是主节点", 20)
+                wait_text(page.locator("#cluster-box"), "n1", 10)
+                if os.environ.get("STUDIO_SCREENSHOTS"):
+                    page.screenshot(path=str(ROOT / "assets" / "cluster-tab-zh.png"), full_page=True)
                 browser.close()
         finally:
             s.close()

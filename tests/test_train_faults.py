@@ -245,3 +245,23 @@ def test_read_only_or_full_workspace_and_busy_port_are_one_line_messages(small_d
         s.listen()
         r = cli("ui", "--port", str(s.getsockname()[1]))
     assert r.returncode == 2 and "Traceback" not in r.stderr and "already in use" in r.stderr, r.stderr
+
+
+def test_kill9_of_the_supervisor_stops_the_run_it_watched(ws, tmp_path, monkeypatch):
+    """kill -9 of a 2-rank run's supervisor: the next status read (the studio reads every status
+    every 10 s) ends the launcher and ranks that would train on unwatched, and fails the run saying
+    why; before, the run trained on to "succeeded" with no watchdog, no queue and no reason."""
+    monkeypatch.setenv("PADDLE_STUDIO_HOME", str(ws))
+    cfg = small_config(ws, tmp_path / "sup.json", max_steps=400)
+    run_id = start(ws, cfg, {}, "--nproc", "2")
+    d = runs.run_dir(run_id)
+    wait_for(lambda: (json.loads((d / "progress.rank1.json").read_text()) if (d / "progress.rank1.json").is_file()
+                      else {}).get("step", 0) >= 2, 180, 0.2)
+    st = runs.status(run_id)
+    t0 = time.time()
+    os.kill(st["supervisor_pid"], 9)
+    wait_for(lambda: runs.status(run_id)["state"] == "failed", 10, 0.2)
+    reason = runs.status(run_id)["reason"]
+    assert "supervisor vanished" in reason and "were stopped" in reason, reason
+    wait_for(lambda: not processes_of(d), 10, 0.2)
+    assert time.time() - t0 < 10

@@ -62,9 +62,10 @@ GPU_ONLY = {
     "pipeline_parallel_degree": ("parallel", {"pipeline_parallel_degree": 2, "nproc": 2}),
     "sharding": ("parallel", {"sharding": "stage2", "sharding_parallel_degree": 2, "nproc": 2}),  # stage1 trains
 }
-# multi-node launch settings: exercised by tests/test_runs.py (two nodes on loopback); DPO needs
+# multi-node launch settings: exercised by tests/test_runs.py (two nodes on loopback) and
+# tests/test_cluster.py (nodes, port_range: a real sshd as node 1); DPO needs
 # preference pairs, not this SFT slice: tests/test_dpo.py trains it
-ELSEWHERE = {"nnodes", "master", "rank", "dpo_beta", "dpo_loss_type", "dpo_lora", "dpo_sft_loss_ratio",
+ELSEWHERE = {"nnodes", "master", "rank", "nodes", "port_range", "dpo_beta", "dpo_loss_type", "dpo_lora", "dpo_sft_loss_ratio",
              "sharding_parallel_degree"}  # sharding stage1 x 2 processes: tests/test_parallel_env.py
 
 

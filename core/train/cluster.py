@@ -37,7 +37,7 @@ from pathlib import Path
 from core import jobs, workspace
 from core.train import nodes, runs
 
-NODE_RUNS = "node-runs"
+NODE_RUNS = nodes.NODE_RUNS
 TICK_S = 1.0
 MULTINODE_STALL = 300  # a multi-node run's stall window unless the person set one (not 1800: half an hour lost)
 STACKS = "stacks.json"
@@ -199,7 +199,20 @@ def agent(manual: bool = False) -> int:
     spec = json.loads(line)
     d = workspace.home() / NODE_RUNS / spec["run_id"]
     d.mkdir(parents=True, exist_ok=True)
-    workspace.write_json_atomic(d / "config.json", spec["config"])
+    cfg = dict(spec["config"], output_dir=str(d / "output"))  # this node's own folder, whatever it was sent
+    if cfg.get("logging_dir"):
+        cfg["logging_dir"] = str(d / "output" / "runs")
+    if spec.get("resume") and spec.get("checkpoint"):
+        from core.train import checkpoints
+
+        have = checkpoints.last_complete(d / "output")
+        if have is None or have.name != spec["checkpoint"]:
+            end = {"event": "exit", "code": 2, "stopped_by": None, "ranks": [],
+                   "reason": f"the head resumes from {spec['checkpoint']}, which is not complete in {d / 'output'} "
+                             "on this node (its ranks would start from step 0)"}
+            print(end["reason"], file=sys.stderr) if manual else _send(end)
+            return 2
+    workspace.write_json_atomic(d / "config.json", cfg)
     workspace.write_json_atomic(d / "studio.json", spec["meta"])
     for f in d.glob("progress.rank*.json"):
         f.unlink(missing_ok=True)
@@ -209,6 +222,36 @@ def agent(manual: bool = False) -> int:
     ranks = [g for g, _ in runs.local_ranks(par)]
     _send({"event": "started", "pid": proc.pid, "dir": str(d), "ranks": ranks})
     stopped_by, last_tick, listening = None, 0.0, not manual
+
+    def ended_by_signal(signum, frame):  # killed, hung up or Ctrl-C: the ranks must not train on unwatched
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, ended_by_signal)
+    try:
+        code = _watch(proc, me, d, fd, buf, manual, listening)
+    except SystemExit:
+        jobs.stop_processes(me, runs.STOP_GRACE, also=runs.orphans(d))
+        code, stopped_by = proc.wait(), "signal"
+    else:
+        code, stopped_by = code
+    left = runs.orphans(d)
+    if left:
+        jobs.stop_processes({}, runs.STOP_GRACE, also=left)
+    reason = None if code == 0 else runs._failure_reason(d, code)
+    end = {"event": "exit", "code": code, "reason": reason, "stopped_by": stopped_by, "ranks": ranks}
+    if manual:
+        print(f"ended: exit code {code}" + (f" ({reason})" if reason else ""), flush=True)
+    else:
+        _send(end)
+    workspace.write_json_atomic(d / "end.json", end)
+    return 0
+
+
+def _watch(proc, me: dict, d: Path, fd: int, buf: bytes, manual: bool, listening: bool) -> tuple[int, str | None]:
+    """The agent's loop: a tick a second, ``stop`` or the end of input stops the ranks; returns
+    (the launcher's exit code, who stopped it or None)."""
+    stopped_by, last_tick = None, 0.0
     while (code := proc.poll()) is None:
         ready = select.select([fd], [], [], 0.25)[0] if listening else time.sleep(0.25)
         if ready:
@@ -228,17 +271,7 @@ def agent(manual: bool = False) -> int:
             elif not _send({"event": "tick", **rep}):
                 stopped_by = "link"
                 jobs.stop_processes(me, runs.STOP_GRACE, also=runs.orphans(d))
-    left = runs.orphans(d)
-    if left:
-        jobs.stop_processes({}, runs.STOP_GRACE, also=left)
-    reason = None if code == 0 else runs._failure_reason(d, code)
-    end = {"event": "exit", "code": code, "reason": reason, "stopped_by": stopped_by, "ranks": ranks}
-    if manual:
-        print(f"ended: exit code {code}" + (f" ({reason})" if reason else ""), flush=True)
-    else:
-        _send(end)
-    workspace.write_json_atomic(d / "end.json", end)
-    return 0
+    return code, stopped_by
 
 
 # ---------------------------------------------------------------- head side
@@ -248,16 +281,20 @@ def node_spec(d: Path, meta: dict, node: nodes.Node, node_rank: int, resume: boo
     """What node ``node_rank`` is sent: the run's config with the head's paths mapped to the node's
     (its workspace), output in its own folder, and the layout with its rank."""
     flat = jobs.read_json(d / "config.json", {}) or {}
-    nd = f"{node.home.rstrip('/')}/{NODE_RUNS}/{d.name}"
+    nd = nodes.node_dir(node, d.name)
     cfg = dict(flat)
-    for key in ("model_name_or_path", "tokenizer_name_or_path", "dataset_name_or_path"):
+    for key, _ in nodes.INPUT_KEYS:
         if cfg.get(key) and Path(str(cfg[key])).exists():
             cfg[key] = nodes.node_path(node, str(cfg[key]))
-    cfg["output_dir"] = nd + "/output"
+    cfg["output_dir"] = nd + "/output"  # the agent puts its own folder here
     par = {**meta["parallel"], "rank": node_rank}
+    if node.head_address:  # the address this node reaches the head by (NAT, another network)
+        par["master"] = f"{node.head_address}:{str(par['master']).rpartition(':')[2]}"
+    ck = runs.last_checkpoint(d) if resume else None
     node_meta = {k: meta[k] for k in ("run_id", "name", "method") if k in meta}
     node_meta.update(parallel=par, head_run=str(d), node=node.name)
     return {"run_id": d.name, "config": cfg, "meta": node_meta, "resume": resume, "dir": nd,
+            "checkpoint": ck.name if ck else None,
             "port_range": meta["parallel"].get("port_range") or nodes.DEFAULT_PORT_RANGE}
 
 
@@ -267,7 +304,8 @@ def manual_command(d: Path, meta: dict, node: nodes.Node, node_rank: int, resume
     studio = node.studio_dir or "<the studio's folder there>"
     python = node.python or "python"
     home = node.home or "<its workspace>"
-    return (f"cd {shlex.quote(studio)} && PADDLE_STUDIO_HOME={shlex.quote(home)} {shlex.quote(python)} "
+    env = "".join(f"{k}={shlex.quote(str(v))} " for k, v in (node.env or {}).items())
+    return (f"cd {shlex.quote(studio)} && {env}PADDLE_STUDIO_HOME={shlex.quote(home)} {shlex.quote(python)} "
             f"-m core.train.cluster agent --manual <<'STUDIO_RUN'\n{json.dumps(spec)}\nSTUDIO_RUN\n")
 
 
@@ -333,14 +371,16 @@ class Agents:
     def _send_checkpoint(self, node: nodes.Node, nd: str) -> None:
         """Resume: every rank loads the checkpoint from its own output folder; the head's last
         complete one is copied to the node first (once per checkpoint)."""
+        from core.train import checkpoints
+
         ck = runs.last_checkpoint(self.d)
         if ck is None:
             return
-        try:
-            nodes.copy_to(node, str(ck), dest=f"{nd}/output/{ck.name}")
-        except nodes.NodeError as e:
-            if e.code != "exists":
-                raise
+        dest = f"{nd}/output/{ck.name}"
+        there = nodes.call(node, "probe", request={"paths": [f"{dest}/{checkpoints.MARKER}"]})
+        if (there.get("paths") or {}).get(f"{dest}/{checkpoints.MARKER}") == "ok":
+            return  # sent at an earlier resume, complete
+        nodes.copy_to(node, str(ck), dest=dest, replace=True)
 
     def _read(self, node: nodes.Node, p: subprocess.Popen) -> None:
         ended = False
@@ -435,7 +475,8 @@ class Agents:
         if head_reason:
             parts.append((_blame(head_reason), f"head (this machine, rank {head_ranks}): {head_reason}"))
         for name, st in ends["nodes"].items():
-            if st.get("state") in ("failed", "lost") or (st.get("reason") and st.get("state") != "stopped"):
+            # a node stopped after the head failed still counts when its own ranks had failed first
+            if st.get("state") in ("failed", "lost") or (st.get("reason") and _blame(st["reason"]) < 2):
                 ranks = ", ".join(map(str, st.get("ranks") or []))
                 text = st.get("reason") or f"exit code {st.get('exit_code')}"
                 parts.append((_blame(text) if st.get("state") != "lost" else 1,
@@ -445,11 +486,15 @@ class Agents:
 
 
 def _blame(text: str) -> int:
-    if runs.TERM_NOTE in text or "ended by SIGTERM" in text:
-        return 3
-    if "lost contact with" in text or "gloo timeout" in text.lower():
-        return 2
-    return 0
+    """How much a machine's reason is a cause (0) rather than a consequence: its most causal part
+    (a node's reason lists its ranks, "rank 3: RuntimeError …; rank 2: ended by SIGTERM …")."""
+    def one(part: str) -> int:
+        if runs.TERM_NOTE in part or "ended by SIGTERM" in part:
+            return 3
+        if "lost contact with" in part or "gloo timeout" in part.lower():
+            return 2
+        return 0
+    return min(one(part) for part in text.split("; ")) if text else 3
 
 
 def supervise(d: Path, resume: bool) -> int:
@@ -477,7 +522,7 @@ def diagnose(d: Path, meta: dict | None = None, timeout: float = 20) -> dict:
             for r in expected:
                 found[str(r)] = {"node": node.name, "state": "unknown", "where": "a manual node: not reachable from here"}
             return
-        nd = f"{node.home.rstrip('/')}/{NODE_RUNS}/{d.name}"
+        nd = nodes.node_dir(node, d.name)
         try:
             ans = nodes.call(node, "stacks", nd, json.dumps(expected), module="core.train.cluster", timeout=timeout)
             for r, v in ans.get("ranks", {}).items():
@@ -554,25 +599,35 @@ def node_log(run_id: str, node_name: str, max_bytes: int = 20000) -> str:
             node = nodes.Node.from_dict(n)
             if node.kind == "manual":
                 raise nodes.NodeError("manual", f"{node_name} is a manual node: its log stays in its terminal")
-            nd = f"{node.home.rstrip('/')}/{NODE_RUNS}/{d.name}"
+            nd = nodes.node_dir(node, d.name)
             return nodes.call(node, "log", nd, str(max_bytes), module="core.train.cluster", timeout=20)["text"]
     raise nodes.NodeError("no_node", f"run {run_id} has no node {node_name!r}")
 
 
-def create(cfg, head_address: str | None = None) -> str:
-    """Create a run over this machine and the nodes ``cfg.parallel.nodes`` names (core.train.runs
-    .create with the layout filled in: nnodes, the master address and port, the port range, the
-    stall window, and a copy of each node's settings as they are now)."""
+def pick_master(cfg) -> str:
+    """The run's master HOST:PORT: as given, else this machine's address towards the first SSH
+    node and the first port of the run's range free here. ValueError when there is none."""
     p = cfg.parallel
-    names = p.node_names()
-    found = [nodes.get(n) for n in names]
+    if p.master:
+        return p.master
     a, b = nodes.parse_port_range(p.port_range or nodes.DEFAULT_PORT_RANGE)
+    known = {n.name: n for n in nodes.list_nodes()}  # an unknown name is the preflight's to report
+    first = next((known[x] for x in p.node_names() if x in known and known[x].kind == "ssh"), None)
+    host = nodes.head_address_towards(first.host) if first else "127.0.0.1"
+    return f"{host}:{nodes.free_port_in(a, b)}"
+
+
+def create(cfg, master: str | None = None) -> str:
+    """Create a run over this machine and the nodes ``cfg.parallel.nodes`` names (core.train.runs
+    .create with the layout filled in: nnodes, the master address and port (``master``: the one
+    the preflight checked), the port range, the stall window, and a copy of each node's settings
+    as they are now)."""
+    p = cfg.parallel
+    found = [nodes.get(n) for n in p.node_names()]
+    a, b = nodes.parse_port_range(p.port_range or nodes.DEFAULT_PORT_RANGE)
+    p.master = master or pick_master(cfg)
     p.port_range = f"{a}:{b}"
     p.nnodes, p.rank = 1 + len(found), 0
-    if not p.master:
-        first = next((n for n in found if n.kind == "ssh"), None)
-        host = head_address or (nodes.head_address_towards(first.host) if first else "127.0.0.1")
-        p.master = f"{host}:{nodes.free_port_in(a, b)}"
     if p.stall_timeout == 1800:  # the field's default: a multi-node run should not hang half an hour
         p.stall_timeout = MULTINODE_STALL
     run_id = runs.create(cfg)
@@ -584,23 +639,18 @@ def create(cfg, head_address: str | None = None) -> str:
 
 
 def preflight(cfg) -> dict:
-    """The config's own check, then every node (nodes.preflight), all problems at once."""
+    """The config's own check, then every node (nodes.preflight), all problems at once; "master"
+    is the address checked (pass it to create)."""
     from core.train import config
 
     problems = [{"node": nodes.HEAD, "code": p["code"], "message": config.check_message(p)} for p in config.check(cfg)]
-    p = cfg.parallel
     par = cfg.to_dict()["parallel"]
-    if not par.get("master"):
-        names = p.node_names()
-        try:
-            a, b = nodes.parse_port_range(p.port_range or nodes.DEFAULT_PORT_RANGE)
-            first = next((n for n in (nodes.get(x) for x in names) if n.kind == "ssh"), None)
-            host = nodes.head_address_towards(first.host) if first else "127.0.0.1"
-            par["master"] = f"{host}:{nodes.free_port_in(a, b)}"
-        except (ValueError, nodes.NodeError) as e:
-            problems.append({"node": nodes.HEAD, "code": "bad_port_range", "message": str(e)})
+    try:
+        par["master"] = pick_master(cfg)
+    except (ValueError, nodes.NodeError) as e:
+        problems.append({"node": nodes.HEAD, "code": "bad_port_range", "message": str(e)})
     flat = cfg.to_paddlenlp(output_dir=str(workspace.runs_dir() / "<run>" / "output"))
-    res = nodes.preflight(flat, par, p.node_names())
+    res = nodes.preflight(flat, par, cfg.parallel.node_names())
     res["problems"] = problems + res["problems"]
     res["ok"] = res["ok"] and not problems
     res["master"] = par.get("master")

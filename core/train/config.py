@@ -125,6 +125,12 @@ class ParallelSection:
     def node_names(self) -> list[str]:
         return [x.strip() for x in str(self.nodes or "").split(",") if x.strip()]
 
+    def world_size(self):
+        """Processes in the whole job: per machine (the GPUs named, else nproc) times the machines
+        (this one and the nodes named, else nnodes)."""
+        per = len([x for x in self.devices.split(",") if x.strip()]) if self.devices else self.nproc
+        return per * (1 + len(self.node_names()) if self.node_names() else max(self.nnodes, 1))
+
 
 @dataclass
 class RunConfig:
@@ -572,7 +578,7 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
                 expected="one of " + ", ".join(reft.INTERVENTIONS))
         if d.zero_padding:
             add("reft_with_packing", "data.zero_padding")
-        world_r = (len([x for x in p.devices.split(",") if x.strip()]) if p.devices else p.nproc) * max(p.nnodes, 1)
+        world_r = p.world_size()
         if world_r > 1:
             add("reft_one_process", "parallel.nproc", world=world_r)
     if m.method == "dpo":
@@ -581,7 +587,7 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
             add("bad_value", "method.dpo_loss_type", value=m.dpo_loss_type, expected="one of " + ", ".join(DPO_LOSS_TYPES))
         if m.dpo_lora:
             positive("method", "lora_rank", m.lora_rank)
-        world_d = (len([x for x in p.devices.split(",") if x.strip()]) if p.devices else p.nproc) * max(p.nnodes, 1)
+        world_d = p.world_size()
         if world_d > 1:
             add("dpo_one_process", "parallel.nproc", world=world_d)
     if m.method == "vera":
@@ -637,7 +643,7 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
         if p.devices:
             add("devices_on_cpu", "parallel.devices")
     if isinstance(p.sharding_parallel_degree, int) and isinstance(p.nproc, int) and p.nproc > 0:
-        world_s = (len([x for x in p.devices.split(",") if x.strip()]) if p.devices else p.nproc) * max(p.nnodes, 1)
+        world_s = p.world_size()
         rest = max(p.tensor_parallel_degree, 1) * max(p.pipeline_parallel_degree, 1)
         degree = p.sharding_parallel_degree if p.sharding_parallel_degree > 0 else world_s // rest
         if str(p.sharding or "").strip() and degree <= 1:
@@ -650,7 +656,7 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
     positive("parallel", "nnodes", p.nnodes)
     if not isinstance(p.stall_timeout, int) or isinstance(p.stall_timeout, bool) or p.stall_timeout < 0:
         add("bad_value", "parallel.stall_timeout", expected="0 or a positive number of seconds", value=p.stall_timeout)
-    world = (len([x for x in p.devices.split(",") if x.strip()]) if p.devices else p.nproc) * max(p.nnodes, 1)
+    world = p.world_size()
     product = p.tensor_parallel_degree * p.pipeline_parallel_degree * max(p.sharding_parallel_degree, 1)  # -1: the rest
     if product > 0 and world > 0 and world % product:
         add("degrees_do_not_divide", "parallel.tensor_parallel_degree", product=product, world=world)
@@ -664,11 +670,16 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
         if len(set(p.node_names())) != len(p.node_names()):
             add("node_twice", "parallel.nodes")
     if str(p.port_range or "").strip():
-        import re as _re
+        from core.train import nodes
 
-        m = _re.fullmatch(r"\s*(\d{2,5})\s*[-:]\s*(\d{2,5})\s*", str(p.port_range))
-        if not m or not (1024 <= int(m.group(1)) and int(m.group(1)) + 8 <= int(m.group(2)) <= 65535):
+        try:
+            nodes.parse_port_range(p.port_range)
+        except ValueError:
             add("bad_port_range", "parallel.port_range", value=p.port_range)
+    if str(p.master or "").strip():
+        host, _, port = str(p.master).strip().rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            add("bad_value", "parallel.master", expected="HOST:PORT with a port 1-65535", value=p.master)
     return out
 
 

@@ -20,16 +20,16 @@ import os
 import platform
 import re
 import shlex
-import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from core import jobs, workspace
+from core import jobs, system, workspace
 
 NODES_FILE = "nodes.json"
 KINDS = ("ssh", "manual")
@@ -38,7 +38,10 @@ STUDIO_DIR = Path(__file__).resolve().parents[2]
 SSH_TIMEOUT = 8  # seconds for an SSH connection to be made
 DEFAULT_PORT_RANGE = "36000:36199"
 NODE_DISK_BYTES = 64 << 20  # a node writes logs only (outputs are saved on the head, global rank 0)
-_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+INPUT_KEYS = (("model_name_or_path", "model"), ("tokenizer_name_or_path", "tokenizer"),
+              ("dataset_name_or_path", "dataset"), ("train_dataset_path", "train data"), ("dev_dataset_path", "dev data"))
+NODE_RUNS = "node-runs"  # a node's share of a run: <node workspace>/node-runs/<run id>/
 
 
 class NodeError(ValueError):
@@ -109,15 +112,18 @@ def validate(node: Node) -> None:
                         "name")
     if node.kind not in KINDS:
         raise NodeError("bad_kind", f"kind must be one of {', '.join(KINDS)}, not {node.kind!r}", "kind")
-    if not isinstance(node.env, dict) or any(not _ENV_KEY.match(str(k)) for k in node.env):
+    if not isinstance(node.env, dict) or any(not _ENV_KEY.fullmatch(str(k)) for k in node.env) \
+            or any("\n" in str(v) or "\0" in str(v) for v in node.env.values()):
         raise NodeError("bad_env", "env must be NAME=value pairs (NAME: letters, digits, _)", "env")
     if node.kind == "manual":
         return
+    if node.head_address and not re.fullmatch(r"[A-Za-z0-9_.:\-\[\]]+", node.head_address):
+        raise NodeError("bad_host", f"head address {node.head_address!r} is not a host name or address", "head_address")
     if not node.host or any(c.isspace() for c in node.host) or node.host.startswith("-"):
         raise NodeError("bad_host", f"host {node.host!r} is not a host name or address", "host")
     if isinstance(node.port, bool) or not isinstance(node.port, int) or not 0 < node.port < 65536:
         raise NodeError("bad_port", f"SSH port must be 1-65535, not {node.port!r}", "port")
-    if node.user and not re.match(r"^[A-Za-z0-9_.][A-Za-z0-9_.\-]*$", node.user):
+    if node.user and not re.fullmatch(r"[A-Za-z0-9_.][A-Za-z0-9_.\-]*", node.user):
         raise NodeError("bad_user", f"user {node.user!r} is not a user name", "user")
     if node.key_file and not Path(node.key_file).expanduser().is_file():
         raise NodeError("no_key", f"key file {node.key_file} does not exist on this machine", "key_file")
@@ -224,28 +230,9 @@ def studio_hash(root: Path = STUDIO_DIR) -> str:
 
 
 def versions() -> dict:
-    from importlib.metadata import PackageNotFoundError, version
-
-    def v(*names):
-        for n in names:
-            try:
-                return version(n)
-            except PackageNotFoundError:
-                continue
-        return None
-
-    return {"python": ".".join(platform.python_version_tuple()[:2]), "paddle": v("paddlepaddle-gpu", "paddlepaddle"),
-            "paddlenlp": v("paddlenlp"), "studio": studio_hash()}
-
-
-def gpu_count() -> int:
-    if not shutil.which("nvidia-smi"):
-        return 0
-    try:
-        r = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return 0
-    return sum(1 for line in r.stdout.splitlines() if line.startswith("GPU "))
+    return {"python": ".".join(platform.python_version_tuple()[:2]),
+            "paddle": system.version("paddlepaddle-gpu") or system.version("paddlepaddle"),
+            "paddlenlp": system.version("paddlenlp"), "studio": studio_hash()}
 
 
 def path_state(p: str) -> str:
@@ -280,7 +267,7 @@ def probe(request: dict) -> dict:
     """What this machine is (versions, CPUs, GPUs, free disk), which of ``paths`` it can read,
     and whether it reaches ``connect`` = [host, port]."""
     home = workspace.home()
-    out = {"versions": versions(), "cpus": os.cpu_count() or 1, "gpus": gpu_count(), "home": str(home),
+    out = {"versions": versions(), "cpus": os.cpu_count() or 1, "gpus": len(system.gpus()), "home": str(home),
            "free_bytes": free_bytes(home), "paths": {p: path_state(p) for p in request.get("paths", [])}}
     if request.get("connect"):
         host, port = request["connect"]
@@ -304,15 +291,26 @@ def node_path(node: Node, p: str) -> str:
     return str(Path(node.home) / rel)
 
 
+def node_dir(node: Node, run_id: str) -> str:
+    """Where ``node`` keeps its share of run ``run_id``."""
+    return f"{(node.home or '.').rstrip('/')}/{NODE_RUNS}/{run_id}"
+
+
 def run_paths(flat: dict) -> dict[str, str]:
     """The inputs a run reads: {what: path on the head}, for those that are local paths."""
     out = {}
-    for key, what in (("model_name_or_path", "model"), ("tokenizer_name_or_path", "tokenizer"),
-                      ("dataset_name_or_path", "dataset")):
+    for key, what in INPUT_KEYS:
         p = flat.get(key)
         if p and Path(str(p)).exists() and (what != "tokenizer" or p != flat.get("model_name_or_path")):
             out[what] = str(p)
     return out
+
+
+def per_node(parallel: dict) -> int:
+    """Processes on each machine: len(devices) on GPUs, else nproc."""
+    if parallel.get("devices"):
+        return len([x for x in str(parallel["devices"]).split(",") if x.strip()])
+    return int(parallel.get("nproc", 1) or 1)
 
 
 def folder_bytes(p: Path) -> int:
@@ -393,8 +391,7 @@ def preflight(flat: dict, parallel: dict, node_names: list[str], timeout: float 
     if len(set(node_names)) != len(node_names):
         problems.append(_problem(HEAD, "duplicate_node", "a node is named twice: each machine takes one node rank"))
     here = probe({"paths": list(run_paths(flat).values())})
-    per_node = int(parallel.get("nproc", 1) or 1) if not parallel.get("devices") else \
-        len([x for x in str(parallel["devices"]).split(",") if x.strip()])
+    per = per_node(parallel)
     inputs = run_paths(flat)
     need_head = NODE_DISK_BYTES + 3 * sum(folder_bytes(Path(p)) for w, p in inputs.items() if w == "model")
     if here["free_bytes"] is not None and here["free_bytes"] < need_head:
@@ -411,7 +408,7 @@ def preflight(flat: dict, parallel: dict, node_names: list[str], timeout: float 
         try:
             listener.bind((host, int(port)))
             listener.listen(64)
-        except OSError as e:
+        except (OSError, OverflowError) as e:
             problems.append(_problem(HEAD, "master_port_busy",
                                      f"cannot listen on {host}:{port} here ({e.strerror or e}): another program holds "
                                      "the port, or this machine does not have that address"))
@@ -424,9 +421,17 @@ def preflight(flat: dict, parallel: dict, node_names: list[str], timeout: float 
             try:
                 listener.settimeout(0.2)
                 c, _ = listener.accept()
-                c.close()
             except OSError:
                 continue
+            # the node closes first: the wait after a close (TIME_WAIT) stays on its side, and the
+            # head's port is free for the run's launcher at once
+            c.settimeout(5)
+            try:
+                while c.recv(64):
+                    pass
+            except OSError:
+                pass
+            c.close()
 
     acceptor = threading.Thread(target=accept, daemon=True)
     acceptor.start()
@@ -456,10 +461,10 @@ def preflight(flat: dict, parallel: dict, node_names: list[str], timeout: float 
                                       f"{what} {q} is {state} there: copy it (Copy to nodes / `paddle-studio nodes copy`) "
                                       "or put it on storage every node mounts"))
         if parallel.get("devices"):
-            if info["gpus"] < per_node:
-                found.append(_problem(node.name, "devices", f"{per_node} GPU(s) per node asked, {info['gpus']} there"))
-        elif per_node > info["cpus"]:
-            found.append(_problem(node.name, "devices", f"{per_node} processes per node asked, {info['cpus']} CPU core(s) there"))
+            if info["gpus"] < per:
+                found.append(_problem(node.name, "devices", f"{per} GPU(s) per node asked, {info['gpus']} there"))
+        elif per > info["cpus"]:
+            found.append(_problem(node.name, "devices", f"{per} processes per node asked, {info['cpus']} CPU core(s) there"))
         if info.get("free_bytes") is not None and info["free_bytes"] < NODE_DISK_BYTES:
             found.append(_problem(node.name, "disk", f"{_fmt_bytes(info['free_bytes'])} free in {info['home']} "
                                                      f"(logs need about {_fmt_bytes(NODE_DISK_BYTES)})"))
@@ -500,19 +505,21 @@ def test_node(name: str) -> dict:
 # ---------------------------------------------------------------- copying inputs to a node
 
 
-def copy_to(node: Node, src: str, progress=None, dest: str | None = None) -> dict:
-    """Copy the folder or file ``src`` (on the head) to where the run will read it on ``node``,
-    through a tar stream over SSH into a temporary folder there, renamed when complete."""
+def copy_to(node: Node, src: str, progress=None, dest: str | None = None, replace: bool = False) -> dict:
+    """Copy the folder or file ``src`` (on the head) to where the run will read it on ``node``: a tar
+    stream over SSH into a temporary folder there, renamed into place only once both ends said the
+    whole archive went through (``replace``: an existing ``dest`` is removed first, e.g. a
+    checkpoint folder whose copy did not complete)."""
     src_p = Path(src).resolve()
     dest = Path(dest or node_path(node, src))
     total = folder_bytes(src_p) if src_p.is_dir() else src_p.stat().st_size
-    tmp = f"{dest.parent}/.incoming-{os.getpid()}-{dest.name}"
-    remote = (f"set -e; mkdir -p {shlex.quote(tmp)}; tar -C {shlex.quote(tmp)} -xf -; "
-              f"if [ -e {shlex.quote(str(dest))} ]; then echo 'exists' >&2; rm -rf {shlex.quote(tmp)}; exit 3; fi; "
-              f"mv {shlex.quote(tmp)}/{shlex.quote(src_p.name)} {shlex.quote(str(dest))}; rmdir {shlex.quote(tmp)}")
+    tmp = f"{dest.parent}/.incoming-{os.getpid()}-{threading.get_ident()}-{dest.name}"
+    q = shlex.quote
+    receive = f"set -e; rm -rf {q(tmp)}; mkdir -p {q(tmp)}; tar -C {q(tmp)} -xf -"
+    err_file = tempfile.TemporaryFile()
     tar = subprocess.Popen(["tar", "-C", str(src_p.parent), "-chf", "-", src_p.name], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE)
-    ssh = subprocess.Popen(ssh_base(node) + ["--", remote], stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+                           stderr=err_file)
+    ssh = subprocess.Popen(ssh_base(node) + ["--", receive], stdin=subprocess.PIPE, stderr=subprocess.PIPE)
     sent = 0
     try:
         while chunk := tar.stdout.read(1 << 20):
@@ -521,15 +528,30 @@ def copy_to(node: Node, src: str, progress=None, dest: str | None = None) -> dic
             if progress:
                 progress(min(sent, total), total)
         ssh.stdin.close()
-    except BrokenPipeError:
-        pass
-    tar.wait()
+    except (BrokenPipeError, OSError):
+        tar.kill()  # the node stopped reading: a tar blocked on its pipe would never end
+    finally:
+        tar.stdout.close()
+    tar_code = tar.wait()
     err = ssh.stderr.read().decode(errors="replace")
     code = ssh.wait()
-    if code != 0:
-        if code == 3:
-            raise NodeError("exists", f"{dest} appeared on {node.name} meanwhile; nothing was overwritten")
+    err_file.seek(0)
+    tar_err = err_file.read().decode(errors="replace").strip()
+    err_file.close()
+    if code != 0 or tar_code != 0:
+        subprocess.run(ssh_base(node) + ["--", f"rm -rf {q(tmp)}"], capture_output=True, timeout=60)
+        if tar_code != 0 and code == 0:
+            raise NodeError("copy_failed", f"reading {src} here failed ({tar_err.splitlines()[-1] if tar_err else tar_code}):"
+                                           " nothing was put in place on the node")
         raise NodeError("copy_failed", f"copying {src} to {node.name}:{dest} failed: {_ssh_error(err, code)}")
+    place = (f"set -e; {'rm -rf ' + q(str(dest)) + '; ' if replace else ''}"
+             f"if [ -e {q(str(dest))} ]; then rm -rf {q(tmp)}; exit 3; fi; "
+             f"mv {q(tmp)}/{q(src_p.name)} {q(str(dest))}; rmdir {q(tmp)}")
+    r = subprocess.run(ssh_base(node) + ["--", place], capture_output=True, text=True, timeout=120)
+    if r.returncode == 3:
+        raise NodeError("exists", f"{dest} appeared on {node.name} meanwhile; nothing was overwritten")
+    if r.returncode != 0:
+        raise NodeError("copy_failed", f"putting {dest} in place on {node.name} failed: {_ssh_error(r.stderr, r.returncode)}")
     return {"node": node.name, "src": str(src), "dest": str(dest), "bytes": total}
 
 
@@ -543,7 +565,7 @@ def copy_missing(flat: dict, node_names: list[str], progress=None) -> list[dict]
             continue
         info = call(node, "probe", request={"paths": [node_path(node, p) for p in inputs.values()]})
         for what, p in inputs.items():
-            if info["paths"].get(node_path(node, p)) == "missing":
+            if (info.get("paths") or {}).get(node_path(node, p)) == "missing":
                 done.append({**copy_to(node, p, progress=(lambda s, t, w=what, n=name: progress(n, w, s, t))
                                        if progress else None), "what": what})
     return done

@@ -57,15 +57,17 @@ def status(run_id_or_dir) -> dict:
     d = Path(run_id_or_dir) if isinstance(run_id_or_dir, Path) else run_dir(run_id_or_dir)
     st = read_json(d / "status.json", {}) or {}
     if jobs.supervisor_vanished(st):
-        if st.get("pid") and alive(st.get("pid"), st.get("pid_start")):
-            return st  # training goes on without its supervisor; judged when it ends
-        finished = (d / "output" / workspace.MODEL_MARKER).is_file()
+        launcher = bool(st.get("pid") and alive(st.get("pid"), st.get("pid_start")))
         ranks = orphans(d)
-        if ranks:  # the launcher died with its supervisor: its ranks must not train on unseen
-            jobs.stop_processes({}, 3.0, also=ranks)
+        if launcher or ranks:  # nothing may train on unwatched: no stall watchdog, no queue, no nodes' leash
+            jobs.stop_processes(st if launcher else {}, 3.0, also=ranks)
+        finished = (d / "output" / workspace.MODEL_MARKER).is_file() and not launcher
         st = write_status(
             d, state="succeeded" if finished else "failed", finished=_now(),
-            reason=None if finished else "the run's supervisor vanished (killed or machine restarted)",
+            reason=None if finished else (
+                "the run's supervisor vanished (killed or machine restarted)"
+                + ("; its launcher and ranks were still training and were stopped (resume from the last checkpoint)"
+                   if launcher or ranks else "")),
         )
         meta = read_json(d / "studio.json", {}) or {}
         if meta.get("device_key"):
@@ -362,6 +364,11 @@ def supervise(d: Path, resume: bool, proc: subprocess.Popen | None = None, nodes
     meta = read_json(d / "studio.json")
     if nodes is not None:
         nodes.start(resume)
+        if (d / "stop.request").exists():  # stopped while the nodes were being started (a checkpoint copy)
+            nodes.finish()
+            _write_until_written(d, state="stopped", reason="stopped by the user", finished=_now())
+            kick_queue(meta["device_key"])
+            return 0
     if proc is None:
         proc = launch(d, meta["parallel"], resume, env=nodes.launcher_env() if nodes is not None else None)
     _write_until_written(d, pid=proc.pid, pgid=proc.pid, pid_start=jobs.proc_start(proc.pid),
@@ -378,8 +385,9 @@ def supervise(d: Path, resume: bool, proc: subprocess.Popen | None = None, nodes
             pass
         stopping = (d / "stop.request").exists()
         if nodes is not None:
-            if stopping:
+            if stopping and not nodes.stop_sent:  # Stop may have come before the launcher's pid was known
                 nodes.stop()
+                jobs.stop_processes(me, STOP_GRACE, also=orphans(d))
             elif (node_failed := nodes.failed()) is not None:
                 jobs.stop_processes(me, STOP_GRACE, also=orphans(d))
                 code = proc.wait()
@@ -410,7 +418,9 @@ def supervise(d: Path, resume: bool, proc: subprocess.Popen | None = None, nodes
         if left and reason:
             reason += f" (the launcher ended with {len(left)} rank process(es) still running; they were stopped)"
     if nodes is not None:
-        ends = nodes.finish(wait_first=20.0 if code == 0 and state != "stopped" else 0.0)  # what each node said
+        # what each node said: after a good end here nodes get time to end by themselves; after a
+        # failure a few seconds, so a node whose own rank failed reports that, not our stop
+        ends = nodes.finish(wait_first=20.0 if code == 0 and state == "succeeded" else 0.0 if state == "stopped" else 3.0)
         if state == "failed" and stalled is None:
             reason = nodes.blame(reason, ends)
             if code == 0 and not reason:
@@ -565,6 +575,10 @@ def resume(run_id: str, nproc: int | None = None) -> dict:
     if 0 < max_steps <= (checkpoints.step_of(ck) or 0):
         raise ValueError(f"run {run_id} already trained all {max_steps} steps ({ck.name}); "
                          f"use continue to train it further")
+    manual = [n["name"] for n in (read_json(d / "studio.json", {}) or {}).get("nodes", []) if n.get("kind") == "manual"]
+    if manual:
+        raise ValueError(f"run {run_id} spans the manual node(s) {', '.join(manual)}: the studio cannot copy the checkpoint "
+                         "there; start a new run, or make the node an SSH node")
     changed = change_processes(d, int(nproc)) if nproc is not None else None
     _history(d, {"action": "resume", "from": ck.name, **({"nproc": changed} if changed else {})})
     return start(run_id, resume=True)

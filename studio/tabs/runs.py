@@ -206,7 +206,11 @@ def _signature(d) -> list:
         except OSError:
             sig.append(None)
     if (d / "nodes").is_dir():  # a multi-node run: what its nodes last reported
-        sig.append(sorted((f.name, f.stat().st_mtime_ns) for f in (d / "nodes").glob("*.json")))
+        for f in sorted((d / "nodes").glob("*.json")):
+            try:
+                sig.append((f.name, f.stat().st_mtime_ns))
+            except OSError:  # removed meanwhile (a resume starts the nodes afresh)
+                sig.append((f.name, None))
     return sig
 
 

@@ -269,7 +269,7 @@ def build_train_tab(ctx):
                 res = cluster.preflight(cfg)
                 if not res["ok"]:
                     return preflight_markdown(res, lg), None, ""
-                run_id = cluster.create(cfg)
+                run_id = cluster.create(cfg, master=res["master"])
             else:
                 run_id = runs.create(cfg)
             st = runs.start(run_id)
@@ -297,7 +297,7 @@ def build_train_tab(ctx):
             return msg
         try:
             return preflight_markdown(cluster.preflight(cfg), lg)
-        except (ValueError, OSError) as e:
+        except Exception as e:  # noqa: BLE001 - shown, never a crashed page
             return t("error.prefix", lg) + str(e)
 
     def copy(text, lg, progress=gr.Progress()):
@@ -309,7 +309,7 @@ def build_train_tab(ctx):
         try:
             done = nodes.copy_missing(cfg.to_paddlenlp(output_dir="-"), cfg.parallel.node_names(),
                                       progress=lambda n, w, sent, total: progress(sent / max(total, 1), desc=f"{n}: {w}"))
-        except (ValueError, OSError) as e:
+        except Exception as e:  # noqa: BLE001 - shown, never a crashed page
             return t("error.prefix", lg) + str(e)
         if not done:
             return t("train.copy_none", lg)
