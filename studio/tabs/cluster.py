@@ -76,6 +76,7 @@ def build_cluster_tab(ctx):
             remove_btn = tr(gr.Button(ctx.text("cluster.remove"), variant="stop", elem_id="cluster-remove"),
                             "cluster.remove", "value")
         msg = gr.Markdown(elem_id="cluster-msg")
+    ctx.tr_fn(kind, "choices", lambda lg: [("SSH", "ssh"), (t("cluster.kind_manual", lg), "manual")])
     lang = ctx.lang
     form = [name, kind, host, port, user, key, python, studio_dir, home, env, head_address]
 
