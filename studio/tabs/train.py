@@ -289,28 +289,27 @@ def build_train_tab(ctx):
             return None, t("train.no_nodes", lg)
         return cfg, None
 
-    def preflight(text, lg):
-        if not text:
-            return gr.skip()
-        cfg, msg = with_nodes(text, lg)
-        if cfg is None:
-            return msg
-        try:
-            return preflight_markdown(cluster.preflight(cfg), lg)
-        except Exception as e:  # noqa: BLE001 - shown, never a crashed page
-            return t("error.prefix", lg) + str(e)
+    def on_nodes(work):
+        """The handler of a button that acts on the nodes the form names: ``work(cfg, lg, progress)``
+        gives its message; no nodes named, or any error, is said instead (never a crashed page)."""
+        def handler(text, lg, progress=gr.Progress()):
+            if not text:
+                return gr.skip()
+            cfg, msg = with_nodes(text, lg)
+            if cfg is None:
+                return msg
+            try:
+                return work(cfg, lg, progress)
+            except Exception as e:  # noqa: BLE001 - ssh's and the nodes' own failures included
+                return t("error.prefix", lg) + str(e)
+        return handler
 
-    def copy(text, lg, progress=gr.Progress()):
-        if not text:
-            return gr.skip()
-        cfg, msg = with_nodes(text, lg)
-        if cfg is None:
-            return msg
-        try:
-            done = nodes.copy_missing(cfg.to_paddlenlp(output_dir="-"), cfg.parallel.node_names(),
-                                      progress=lambda n, w, sent, total: progress(sent / max(total, 1), desc=f"{n}: {w}"))
-        except Exception as e:  # noqa: BLE001 - shown, never a crashed page
-            return t("error.prefix", lg) + str(e)
+    def preflight(cfg, lg, progress):
+        return preflight_markdown(cluster.preflight(cfg), lg)
+
+    def copy(cfg, lg, progress):
+        done = nodes.copy_missing(cfg.to_paddlenlp(output_dir="-"), cfg.parallel.node_names(),
+                                  progress=lambda n, w, sent, total: progress(sent / max(total, 1), desc=f"{n}: {w}"))
         if not done:
             return t("train.copy_none", lg)
         return "\n".join(t("train.copied", lg, what=c["what"], node=c["node"], dest=c["dest"],
@@ -332,9 +331,9 @@ def build_train_tab(ctx):
     load_btn.click(load_saved, inputs=[saved, lang], outputs=[run_name, *widgets], show_progress="hidden")
     start_btn.click(None, inputs=form_inputs, outputs=[to_start], js=FORM_JS)
     preflight_btn.click(None, inputs=form_inputs, outputs=[to_preflight], js=FORM_JS)
-    to_preflight.change(preflight, inputs=[to_preflight, lang], outputs=[start_msg])
+    to_preflight.change(on_nodes(preflight), inputs=[to_preflight, lang], outputs=[start_msg])
     copy_btn.click(None, inputs=form_inputs, outputs=[to_copy], js=FORM_JS)
-    to_copy.change(copy, inputs=[to_copy, lang], outputs=[start_msg])
+    to_copy.change(on_nodes(copy), inputs=[to_copy, lang], outputs=[start_msg])
     ctx.go_to(to_start.change(start, inputs=[to_start, lang], outputs=[start_msg, started, to_runs]), "runs", to_runs)
 
     def on_load(name, lg):
