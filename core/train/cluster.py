@@ -355,6 +355,8 @@ class Agents:
                 if resume:
                     self._send_checkpoint(node, spec["dir"])
                 err = open(self.d / "nodes" / f"{node.name}.ssh.log", "ab")
+                # stdout is the agent's stream of JSON lines: a thread of its own reads it from the first
+                # line to its end (_read); what ssh says goes to a file
                 p = subprocess.Popen(nodes.ssh_argv(node, "agent", module="core.train.cluster"), stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=err, start_new_session=True)
                 err.close()

@@ -516,10 +516,11 @@ def copy_to(node: Node, src: str, progress=None, dest: str | None = None, replac
     tmp = f"{dest.parent}/.incoming-{os.getpid()}-{threading.get_ident()}-{dest.name}"
     q = shlex.quote
     receive = f"set -e; rm -rf {q(tmp)}; mkdir -p {q(tmp)}; tar -C {q(tmp)} -xf -"
-    err_file = tempfile.TemporaryFile()
+    err_file, ssh_err = tempfile.TemporaryFile(), tempfile.TemporaryFile()  # what either says, never a pipe left unread
+    # tar's stdout is the archive itself: read to its end by the loop below, which feeds ssh and counts the bytes
     tar = subprocess.Popen(["tar", "-C", str(src_p.parent), "-chf", "-", src_p.name], stdout=subprocess.PIPE,
                            stderr=err_file)
-    ssh = subprocess.Popen(ssh_base(node) + ["--", receive], stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    ssh = subprocess.Popen(ssh_base(node) + ["--", receive], stdin=subprocess.PIPE, stderr=ssh_err)
     sent = 0
     try:
         while chunk := tar.stdout.read(1 << 20):
@@ -533,8 +534,10 @@ def copy_to(node: Node, src: str, progress=None, dest: str | None = None, replac
     finally:
         tar.stdout.close()
     tar_code = tar.wait()
-    err = ssh.stderr.read().decode(errors="replace")
     code = ssh.wait()
+    ssh_err.seek(0)
+    err = ssh_err.read().decode(errors="replace")
+    ssh_err.close()
     err_file.seek(0)
     tar_err = err_file.read().decode(errors="replace").strip()
     err_file.close()
