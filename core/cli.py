@@ -915,6 +915,40 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _check_writable(target) -> None:
+    from core import workspace
+
+    workspace.check_writable(target)
+
+
+def _quantize_out(argv: list[str]):
+    """Where `quantize` will write: its --out folder, else the workspace."""
+    for i, a in enumerate(argv):
+        if a == "--out" and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith("--out="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def _writes_to(a) -> list:
+    """The folders a verb will write in (None: the workspace), checked before it loads anything:
+    a read-only workspace is one line and exit 2 at once, not a traceback after a model load."""
+    func = getattr(a, "func", None)
+    if func is cmd_merge:
+        return [a.out]
+    if func is cmd_serve:
+        return [Path(a.ready_file).parent] if a.ready_file else []
+    if func in (cmd_models_import, cmd_data_import, cmd_train) or (
+            func is cmd_demo_init and not getattr(a, "out", None)):
+        return [None]
+    if func is cmd_demo_init:
+        return [a.out]
+    if func is cmd_runs and a.runs_verb in ("resume", "continue", "verify"):
+        return [None]
+    return []
+
+
 def _terminate(signum, frame):
     raise SystemExit(128 + signum)  # so finally-blocks remove temp folders when a job is stopped
 
@@ -928,15 +962,19 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signal.SIGTERM, _terminate)
         except ValueError:  # not the main thread (called in-process)
             pass
-    if argv[:1] == ["quantize"]:  # its own parser (core.quant.pipeline.cli_main): one definition of its flags
-        from core.quant import pipeline
-
-        return pipeline.cli_main(argv[1:])
-    args = build_parser().parse_args(argv)
-    func = getattr(args, "func", None) or cmd_ui
     from core.data.datasets import DatasetError
 
     try:
+        if argv[:1] == ["quantize"]:  # its own parser (core.quant.pipeline.cli_main): one definition of its flags
+            if not {"-h", "--help"} & set(argv):
+                _check_writable(_quantize_out(argv[1:]))
+            from core.quant import pipeline
+
+            return pipeline.cli_main(argv[1:])
+        args = build_parser().parse_args(argv)
+        func = getattr(args, "func", None) or cmd_ui
+        for target in _writes_to(args):
+            _check_writable(target)
         return func(args) or 0
     except DatasetError as e:
         return _fail(str(e), 1 if e.code == "has_bad_records" else 2)

@@ -21,6 +21,7 @@ training runs are supervised and stopped with.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -159,8 +160,11 @@ def processes_mentioning(path: str | Path) -> list:
     return out
 
 
-def stop_processes(status: dict, grace: float = STOP_GRACE, also: list = ()) -> None:
-    """SIGTERM to every process of the job (and ``also``), SIGKILL to what is left after ``grace`` seconds."""
+def stop_processes(status: dict, grace: float = STOP_GRACE, also: list = (), leader_last: bool = False) -> None:
+    """SIGTERM to every process of the job (and ``also``), SIGKILL to what is left after ``grace`` seconds.
+    ``leader_last``: the job's own process (a launcher) only waits for the others; once they are
+    gone it is killed at once (paddle.distributed.launch's SIGTERM handler waits on its watcher,
+    its master and its pod for 0.5-5 s after its ranks ended, with nothing left to save)."""
     import psutil
 
     procs = list({p.pid: p for p in [*processes(status), *also]}.values())
@@ -175,7 +179,17 @@ def stop_processes(status: dict, grace: float = STOP_GRACE, also: list = ()) -> 
             p.resume()  # a process frozen by SIGSTOP handles its SIGTERM only once continued
         except psutil.Error:
             pass
-    _, left = psutil.wait_procs(procs, timeout=grace)
+    deadline = time.monotonic() + grace
+    leader = [p for p in procs if p.pid == status.get("pid")] if leader_last and len(procs) > 1 else []
+    if leader:
+        others = [p for p in procs if p.pid != leader[0].pid]
+        _, rest = psutil.wait_procs(others, timeout=grace)
+        if not rest:
+            try:
+                leader[0].kill()
+            except psutil.Error:
+                pass
+    _, left = psutil.wait_procs(procs, timeout=max(0.0, deadline - time.monotonic()))
     for p in left + processes(status):
         try:
             p.kill()
@@ -200,15 +214,48 @@ def spawn_detached(argv: list[str], log: Path, cwd: Path, env: dict | None = Non
     return proc
 
 
+STATUS_SLOT = 4096  # bytes every status.json is padded to: room for the last word on a full disk
+
+
+def _status_bytes(st: dict) -> bytes:
+    data = json.dumps(st, ensure_ascii=False, indent=2).encode("utf-8") + b"\n"
+    return data + b" " * max(0, STATUS_SLOT - len(data))  # trailing blanks are valid JSON
+
+
+def _overwrite_in_place(path: Path, st: dict) -> None:
+    """Write ``st`` over the blocks status.json already holds (no new block is needed, so this works
+    on a full disk); a reason too long for the slot is cut. Readers may see a torn file for the
+    moment of the write: read_json then answers the default and the next read is whole."""
+    with open(path, "r+b") as f:
+        size = os.fstat(f.fileno()).st_size
+        data = _status_bytes(st)
+        if len(data.rstrip()) > size and isinstance(st.get("reason"), str):
+            over = len(data.rstrip()) - size + 16
+            st = {**st, "reason": st["reason"][: max(0, len(st["reason"]) - over)] + "…"}
+            data = _status_bytes(st)
+        data = data.rstrip()
+        if len(data) > size:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        f.write(data + b" " * (size - len(data)))
+        f.flush()
+
+
 def write_status(d: Path, **fields) -> dict:
     """Update status.json; read-modify-write under a lock, since the supervisor, the studio and
-    the CLI may all write it at once."""
+    the CLI may all write it at once. A full disk cannot take the usual new-file-then-rename, so
+    the new status then overwrites the old file's own (padded) blocks: "failed: No space left on
+    device" reaches the reader while the disk is still full."""
     with open(d / ".status.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         st = read_json(d / "status.json", {}) or {}
         st.update(fields)
         st["updated"] = now()
-        workspace.write_json_atomic(d / "status.json", st)
+        try:
+            workspace.write_bytes_atomic(d / "status.json", _status_bytes(st))
+        except OSError as e:
+            if e.errno not in (errno.ENOSPC, errno.EDQUOT) or not (d / "status.json").is_file():
+                raise
+            _overwrite_in_place(d / "status.json", st)
     return st
 
 

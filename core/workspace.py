@@ -68,6 +68,36 @@ def write_text_atomic(path: Path, text: str) -> None:
         raise
 
 
+def check_writable(path: Path | str | None = None) -> None:
+    """Raise OSError naming the folder when nothing can be created at ``path`` (default: the
+    workspace), tried in its nearest existing folder; nothing is left behind. Verbs that write
+    call it before anything slow (a model load), so a read-only workspace is one line at once."""
+    p = Path(path) if path is not None else home()
+    p = p.absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".write-check.", dir=p)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, str(p)) from None
+    os.close(fd)
+    os.unlink(tmp)
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """``write_text_atomic`` for bytes."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def write_json_atomic(path: Path, obj) -> None:
     write_text_atomic(path, json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
 

@@ -428,10 +428,25 @@ def supervise(d: Path, resume: bool, proc: subprocess.Popen | None = None, nodes
         elif state == "succeeded" and ends.get("failed"):
             state, reason = "failed", nodes.blame(None, ends)
     _write_until_written(d, state=state, exit_code=code, reason=reason, finished=_now())
-    if state == "succeeded" or last_checkpoint(d) is not None:
-        verify_saved(d)  # before the next queued run: the reload must not compete with it for (GPU) memory
-    kick_queue(meta["device_key"])
+    try:
+        if state == "succeeded" or last_checkpoint(d) is not None:
+            verify_saved(d)  # before the next queued run: the reload must not compete with it for (GPU) memory
+    except OSError as e:  # a full disk has no room for the check's record: the run's own word is written
+        _say(f"the round-trip check could not start: {e}")
+    try:
+        kick_queue(meta["device_key"])
+    except OSError as e:
+        _say(f"the next queued run could not be started: {e}")
     return 0
+
+
+def _say(line: str) -> None:
+    """A line in the supervisor's log, which may itself be on the full disk."""
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except OSError:
+        pass
 
 
 VERIFY_TIMEOUT = 900
@@ -505,7 +520,8 @@ def stop(run_id: str, grace: float = STOP_GRACE) -> dict:
     while not st.get("pgid") and time.time() < deadline and alive(st.get("supervisor_pid"), st.get("supervisor_start")):
         time.sleep(0.1)  # the supervisor has not started the launcher yet
         st = status(d)
-    jobs.stop_processes(st, grace, also=orphans(d))
+    meta = read_json(d / "studio.json", {}) or {}
+    jobs.stop_processes(st, grace, also=orphans(d), leader_last=not single_process(meta.get("parallel") or {}))
     deadline = time.time() + 5
     while time.time() < deadline and status(d).get("state") == "running":
         if not alive(st.get("supervisor_pid"), st.get("supervisor_start")):
