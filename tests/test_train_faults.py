@@ -261,9 +261,9 @@ def test_read_only_or_full_workspace_and_busy_port_are_one_line_messages(small_d
 
 
 def test_kill9_of_the_supervisor_stops_the_run_it_watched(ws, tmp_path, monkeypatch):
-    """kill -9 of a 2-rank run's supervisor: the next status read (the studio reads every status
-    every 10 s) ends the launcher and ranks that would train on unwatched, and fails the run saying
-    why; before, the run trained on to "succeeded" with no watchdog, no queue and no reason."""
+    """kill -9 of a 2-rank run's supervisor: its ranks see it gone and end within seconds with
+    nobody reading the status (the launcher follows them); the next read fails the run saying why.
+    Before, the run trained on unwatched to "succeeded" (no stall watchdog, no queue, no reason)."""
     monkeypatch.setenv("PADDLE_STUDIO_HOME", str(ws))
     cfg = small_config(ws, tmp_path / "sup.json", max_steps=400)
     run_id = start(ws, cfg, {}, "--nproc", "2")
@@ -273,8 +273,43 @@ def test_kill9_of_the_supervisor_stops_the_run_it_watched(ws, tmp_path, monkeypa
     st = runs.status(run_id)
     t0 = time.time()
     os.kill(st["supervisor_pid"], 9)
-    wait_for(lambda: runs.status(run_id)["state"] == "failed", 10, 0.2)
-    reason = runs.status(run_id)["reason"]
-    assert "supervisor vanished" in reason and "were stopped" in reason, reason
-    wait_for(lambda: not processes_of(d), 10, 0.2)
-    assert time.time() - t0 < 10
+    wait_for(lambda: not processes_of(d), 10, 0.2)  # no status read in between: the ranks' own leash
+    gone = time.time() - t0
+    st = runs.status(run_id)
+    assert st["state"] == "failed", st
+    assert "supervisor vanished" in st["reason"] and "rank 0: stopped because" in st["reason"], st["reason"]
+    print(f"supervisor killed: every process of the run gone {gone:.2f} s later")
+
+
+def test_a_learning_rate_that_freezes_the_loss_fails_the_run_saying_so(ws, tmp_path, monkeypatch):
+    """learning_rate 1e10: the loss jumps to ln(vocabulary) and stays there to 6 digits. The run
+    fails at the 8th frozen log with the reason, instead of training on to "succeeded"."""
+    monkeypatch.setenv("PADDLE_STUDIO_HOME", str(ws))
+    cfg = small_config(ws, tmp_path / "lr.json", max_steps=60, learning_rate=1e10, logging_steps=1, save_steps=1000)
+    run_id = start(ws, cfg, {})
+    wait_for(lambda: runs.status(run_id)["state"] not in ("queued", "running"), 180, 0.5)
+    st = runs.status(run_id)
+    assert st["state"] == "failed", st
+    assert "stopped learning" in st["reason"] and "1e+10" in st["reason"], st["reason"]
+    losses = [json.loads(l)["loss"] for l in (runs.run_dir(run_id) / "metrics.jsonl").read_text().splitlines()
+              if '"loss"' in l]
+    assert len(losses) < 20, len(losses)  # it stopped early, not at step 60
+
+
+def test_check_loss_tells_nan_frozen_and_never_moved_from_a_learning_loss():
+    from core.train.entry import LossProblem, check_loss
+
+    learning = [(i, 3.0 - 0.01 * i + (0.003 if i % 2 else 0), 1e-4) for i in range(1, 40)]
+    for k in range(1, len(learning) + 1):
+        check_loss(learning[:k])
+    check_loss(learning, final=True)
+    with pytest.raises(LossProblem, match="became nan at step 3"):
+        check_loss([(1, 2.0, 1e-4), (2, 1.9, 1e-4), (3, float("nan"), 1e-4)])
+    frozen = [(1, 2.5, 1e9), (2, 2.2, 2e9)] + [(i, 6.542472 + 1e-7 * (i % 2), 3e9) for i in range(3, 11)]
+    check_loss(frozen[:-1])
+    with pytest.raises(LossProblem, match=r"stayed at 6.542 for 8 logged steps \(3-10\)"):
+        check_loss(frozen)
+    still = [(i, 0.6931472, 1e-6) for i in range(1, 9)]
+    check_loss(still)  # not yet: a loss that never moved is only judged at the end
+    with pytest.raises(LossProblem, match="never moved in 8 steps"):
+        check_loss(still, final=True)

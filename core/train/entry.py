@@ -430,6 +430,39 @@ def reference_writer(run_dir: Path, model, tokenizer, template, flat: dict, mask
     return write
 
 
+class LossProblem(RuntimeError):
+    """The loss says training is broken: not a number, or frozen at one value."""
+
+
+STUCK_LOGS = 8  # logged losses in a row at one value (to 1e-6) that mean the model stopped learning
+
+
+def check_loss(losses: list[tuple[int, float, float]], final: bool = False) -> None:
+    """Raise LossProblem when the latest logged loss is NaN/inf, when the last STUCK_LOGS losses
+    sit at one value after having moved (weights blown up to a constant guess: a learning rate far
+    too high), or, at the end, when the loss never moved in the whole run. ``losses``: (step,
+    loss, learning rate) in order. Different batches give a learning model different losses."""
+    step, loss, lr = losses[-1]
+    if not math.isfinite(loss):
+        raise LossProblem(f"the loss became {loss} at step {step} (learning rate {lr:.3g}): training diverged; "
+                          "lower the learning rate (or use a smaller max_grad_norm), then start again")
+
+    def flat(part):
+        lo, hi = min(v for _, v, _ in part), max(v for _, v, _ in part)
+        return hi - lo <= 1e-6 * max(1.0, abs(hi))
+
+    tail = losses[-STUCK_LOGS:]
+    if len(tail) == STUCK_LOGS and flat(tail) and not flat(losses):
+        top = max(r for _, _, r in losses)
+        raise LossProblem(f"the loss has stayed at {loss:.4g} for {STUCK_LOGS} logged steps ({tail[0][0]}-{step}) after "
+                          f"moving: the model stopped learning; a learning rate far too high does this (up to {top:.3g} "
+                          "here)")
+    if final and len(losses) >= STUCK_LOGS and flat(losses):
+        raise LossProblem(f"the loss never moved in {step} steps (always {loss:.4g}): nothing was learned; check "
+                          f"the learning rate ({max(r for _, _, r in losses):.3g} at most) and that the method's "
+                          "weights are trainable")
+
+
 def make_callback(metrics_path: Path, tokens_per_step: float, on_saved=None):
     from paddlenlp.trainer import TrainerCallback
 
@@ -441,6 +474,7 @@ def make_callback(metrics_path: Path, tokens_per_step: float, on_saved=None):
         def __init__(self):
             self.t0 = time.time()
             self.last = None  # (step, time) of the previous loss line
+            self.losses = []  # (step, loss, lr) of every logged loss: check_loss
 
         def _write(self, rec):
             with open(metrics_path, "a", encoding="utf-8") as f:
@@ -498,9 +532,14 @@ def make_callback(metrics_path: Path, tokens_per_step: float, on_saved=None):
                     rec[k] = float(v)
             if "loss" in rec or "eval_loss" in rec:
                 self._write(rec)
+            if "loss" in rec:
+                self.losses.append((rec["step"], rec["loss"], rec["lr"]))
+                check_loss(self.losses)
 
         def on_train_end(self, args, state, control, **kw):
             if state.is_world_process_zero:
+                if self.losses:
+                    check_loss(self.losses, final=True)
                 self._write({"event": "train_end", "step": state.global_step, "max_steps": state.max_steps,
                              "time": time.time()})
 
@@ -710,6 +749,53 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
+LEASH_S = 2.0  # how often a rank looks for its supervisor
+LEASH_NOTE = ("stopped because the run's supervisor vanished (killed): nothing would have watched, queued "
+              "after or recorded this run")
+
+
+def leash_to_supervisor() -> None:
+    """End this rank within LEASH_S seconds of its run's supervisor dying (kill -9, OOM killer):
+    with no supervisor nothing watches for a stall, records the end or starts the next queued
+    run, and a status read may be minutes away. The supervisor is the nearest ancestor running
+    core.train.runs (supervise, or the warm spare that became one) or core.train.cluster (a
+    node's agent); a rank started some other way has none and is not leashed."""
+    import threading
+
+    import psutil
+
+    try:
+        p = psutil.Process().parent()
+        while p is not None and p.pid > 1:
+            cmd = " ".join(p.cmdline())
+            if "core.train.runs" in cmd or "core.train.cluster" in cmd:
+                break
+            p = p.parent()
+        else:
+            return
+        pid, born = p.pid, p.create_time()
+    except psutil.Error:
+        return
+
+    def watch():
+        while True:
+            time.sleep(LEASH_S)
+            try:
+                gone = psutil.Process(pid).create_time() != born or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+            except psutil.NoSuchProcess:
+                gone = True
+            except psutil.Error:
+                gone = False
+            if gone:
+                _write_note(LEASH_NOTE)
+                print(f"Error: {LEASH_NOTE}", file=sys.stderr)
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(1)
+
+    threading.Thread(target=watch, name="leash", daemon=True).start()
+
+
 def warm_imports() -> None:
     """What main() imports, imported ahead by a warm spare (core.train.warm) while it waits."""
     import paddle  # noqa: F401
@@ -742,6 +828,7 @@ if __name__ == "__main__":
     _startup = Path(args[0]).resolve().parent / STARTUP
     phase("process")
     note_termination()
+    leash_to_supervisor()
     try:
         code = main(args)
         if code == 0:

@@ -62,12 +62,15 @@ def status(run_id_or_dir) -> dict:
         if launcher or ranks:  # nothing may train on unwatched: no stall watchdog, no queue, no nodes' leash
             jobs.stop_processes(st if launcher else {}, 3.0, also=ranks)
         finished = (d / "output" / workspace.MODEL_MARKER).is_file() and not launcher
+        # what ranks said before or as they ended (a rank's own failure, or that it saw its supervisor go)
+        told = [f"rank {r}: {text}" for r, text in sorted(failure_notes(d).items()) if text != TERM_NOTE]
         st = write_status(
             d, state="succeeded" if finished else "failed", finished=_now(),
             reason=None if finished else (
                 "the run's supervisor vanished (killed or machine restarted)"
                 + ("; its launcher and ranks were still training and were stopped (resume from the last checkpoint)"
-                   if launcher or ranks else "")),
+                   if launcher or ranks else "")
+                + ("; " + "; ".join(told) if told else ""))[:600],
         )
         meta = read_json(d / "studio.json", {}) or {}
         if meta.get("device_key"):
