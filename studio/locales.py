@@ -793,3 +793,71 @@ TEXT.update({
                         "zh": "已导入 **{name}**：参数量 {params}，用时 {secs} 秒 {how}。训练、对话与量化页现已可选它。"},
     "models.converted": {"en": "(converted from PyTorch)", "zh": "（已从 PyTorch 转换）"},
 })
+
+# issue 30 (hostile pass): what a bad path, file or number really is, said before anything starts
+TEXT.update({
+    # dataset problems (core.data.datasets.MESSAGES)
+    "problem.cr_line_ends": {
+        "en": "the file ends lines with a bare CR (\\r, classic Mac line ends); each CR is read as a line break",
+        "zh": "文件用单独的 CR（\\r，旧式 Mac 换行）结束各行；每个 CR 都按换行读取"},
+    "problem.number_too_long": {
+        "en": "a number of {digits} digits at column {column}: Python's JSON reader refuses integers of more than "
+              "{limit} digits; write it as a string",
+        "zh": "第 {column} 列有一个 {digits} 位的数字：Python 的 JSON 读取器不接受超过 {limit} 位的整数；请写成字符串"},
+    "problem.empty_file": {"en": "no records: the file is empty (0 bytes)", "zh": "没有记录：文件为空（0 字节）"},
+    "problem.only_blank_lines": {"en": "no records: the file holds only blank lines ({lines})",
+                                 "zh": "没有记录：文件只有空行（{lines} 行）"},
+    "problem.empty_array": {"en": "no records: the file is an empty JSON array", "zh": "没有记录：文件是空的 JSON 数组"},
+    "problem.symlink_loop": {
+        "en": "{path} is a loop of symbolic links (following them leads back to a link already seen), not a file or "
+              "folder",
+        "zh": "{path} 是循环的符号链接（沿链接走会回到已经过的链接），不是文件或目录"},
+    "problem.dangling_link": {"en": "{path} is a symbolic link to {target}, which does not exist",
+                              "zh": "{path} 是指向 {target} 的符号链接，而该目标不存在"},
+    "problem.is_fifo": {
+        "en": "{path} is a FIFO (named pipe), not a regular file: it is not read (reading would wait for a writer); "
+              "give a file or a folder",
+        "zh": "{path} 是 FIFO（命名管道），不是普通文件：不会读取它（读取会一直等待写入方）；请给出文件或目录"},
+    "problem.is_device": {
+        "en": "{path} is a device ({target}), not a regular file: it is not read (a device such as /dev/zero never "
+              "ends); give a file or a folder",
+        "zh": "{path} 是设备文件（{target}），不是普通文件：不会读取它（如 /dev/zero 这样的设备永无尽头）；请给出文件或目录"},
+    "problem.is_socket": {"en": "{path} is a socket, not a regular file: give a file or a folder",
+                          "zh": "{path} 是套接字，不是普通文件：请给出文件或目录"},
+    # config check codes (core.train.config.MESSAGES)
+    "check.not_a_folder": {"en": "{field}: {path} is {kind}, not a folder", "zh": "{field}：{path} 是{kind_zh}，不是目录"},
+    "check.model_config_not_json": {
+        "en": "{field}: {path} is not valid JSON: line {line}, column {column}: {detail}",
+        "zh": "{field}：{path} 不是有效的 JSON：第 {line} 行第 {column} 列：{detail}"},
+    "check.model_config_unreadable": {"en": "{field}: {path} cannot be read as JSON text: {detail}",
+                                      "zh": "{field}：{path} 无法作为 JSON 文本读取：{detail}"},
+    "check.no_train_records": {
+        "en": "{field}: {path} holds no training record ({why}): the run would stop at its start (\"num_samples=0\"); "
+              "`paddle-studio data validate {path}` lists every line's problem",
+        "zh": "{field}：{path} 中没有训练记录（{why_zh}）：训练会在开始时停止（“num_samples=0”）；"
+              "`paddle-studio data validate {path}` 会列出每一行的问题"},
+    "check.too_many_steps": {
+        "en": "{field}: this run would take about {steps} optimizer steps ({epochs} epochs x {per_epoch} per epoch"
+              "{records}); more than {limit} is refused ({why}): lower num_train_epochs or set max_steps",
+        "zh": "{field}：这次训练约需 {steps} 个优化步（{epochs} 轮 × 每轮 {per_epoch} 步{records_zh}）；超过 {limit} 步"
+              "会被拒绝（{why_zh}）：请减小 num_train_epochs，或设置 max_steps"},
+    "check.nproc_over_cores": {
+        "en": "{field}: {nproc} processes on a machine with {cores} CPU cores: every rank of CPU data parallel needs a "
+              "core of its own (64 ranks on 2 cores made no step in 45 s); set nproc to at most {cores}",
+        "zh": "{field}：在只有 {cores} 个 CPU 核的机器上启动 {nproc} 个进程：CPU 数据并行的每个进程都需要独占一个核"
+              "（2 核上 64 个进程 45 秒没走一步）；请把 nproc 设为不超过 {cores}"},
+    "check.ranks_over_gpus": {
+        "en": "{field}: {ranks} processes on a machine with {gpus} GPU(s): each process takes a GPU of its own; use at "
+              "most {gpus}",
+        "zh": "{field}：在只有 {gpus} 块 GPU 的机器上启动 {ranks} 个进程：每个进程独占一块 GPU；最多用 {gpus} 个"},
+    # refusals of a job before it starts (core.jobs.Refused): the names are output names there
+    "refused.name_empty": {"en": "The output name is empty: type a name for the new model.",
+                           "zh": "输出名称为空：请为新模型填写名称。"},
+    "refused.name_unsafe": {
+        "en": "output name {name!r} is not allowed: use letters, digits, '-', '_' or '.', no path separators or '..'",
+        "zh": "输出名称 {name!r} 不合法：只能使用字母、数字、“-”“_”“.”，不能含路径分隔符或“..”"},
+    "refused.no_calibration_data": {
+        "en": "Preset {preset} needs calibration data: {need}. None was given or found: {why}. Pick a dataset under "
+              "Calibration data.",
+        "zh": "预设 {preset} 需要校准数据：{need_zh}。未指定也未找到：{why}。请在“校准数据”中选择一个数据集。"},
+})

@@ -378,3 +378,102 @@ def test_a_file_mixing_strings_and_lists_is_imported_in_one_shape(tmp_path, work
     g.write_text(json.dumps({"src": "x", "tgt": "y"}) + "\n" + json.dumps({"src": "z", "tgt": "w"}) + "\n")
     assert not [p for p in datasets.validate(g).problems if p.code == "mixed_shapes"]
     assert datasets.import_dataset(g, "plain", dev_ratio=0)["shape"] == "string"
+
+
+# ---------------------------------------------------------------- issue 30: messages that mislead
+
+
+def test_a_number_too_long_for_python_is_a_bad_record_with_file_and_line(tmp_path):
+    """A 5000-digit integer: one bad record named by line and column, not the whole file refused with
+    Python's "Exceeds the limit (4300 digits)"; the other records stay good (as other bad lines)."""
+    f = write_lines(tmp_path / "big.json", [GOOD, '{"src": "a", "tgt": "b", "n": ' + "7" * 5000 + "}", GOOD + " "])
+    rep = datasets.validate(f)
+    assert (rep.records, rep.good, rep.bad) == (3, 2, 1) and not rep.ok
+    (p,) = [p for p in rep.problems if p.severity == "error"]
+    assert (p.file, p.line, p.code) == (str(f), 2, "number_too_long")
+    assert p.message == ("a number of 5000 digits at column 31: Python's JSON reader refuses integers of more than "
+                         "4300 digits; write it as a string")
+    assert len(list(datasets.iter_records(f))) == 2
+    arr = tmp_path / "big-arr.json"
+    arr.write_text("[" + GOOD + ',\n {"src": "a", "n": ' + "7" * 5000 + "}]")
+    rep = datasets.validate(arr)
+    assert codes_at(rep) == {(2, "[1]", "number_too_long")}
+
+
+@pytest.mark.timeout(20)  # reading a FIFO would block, /dev/zero would never end
+def test_a_symlink_loop_a_fifo_and_a_device_say_what_they_are(tmp_path):
+    (tmp_path / "loop").symlink_to(tmp_path / "loop2")
+    (tmp_path / "loop2").symlink_to(tmp_path / "loop")
+    os.mkfifo(tmp_path / "fifo.json")
+    (tmp_path / "zero.json").symlink_to("/dev/zero")
+    (tmp_path / "gone.json").symlink_to(tmp_path / "nothing-here.json")
+    for name, code, says in (("loop", "symlink_loop", "is a loop of symbolic links"),
+                             ("fifo.json", "is_fifo", "is a FIFO (named pipe), not a regular file"),
+                             ("zero.json", "is_device", "is a device (/dev/zero), not a regular file"),
+                             ("gone.json", "dangling_link", "which does not exist")):
+        for call in (datasets.validate, datasets.detect_format, lambda p: list(datasets.iter_records(p))):
+            with pytest.raises(DatasetError) as e:
+                call(tmp_path / name)
+            assert e.value.code == code and says in str(e.value) and str(tmp_path / name) in str(e.value)
+    # inside a dataset folder: train.json a FIFO is named, not skipped into "no train.json"
+    d = tmp_path / "ds"
+    d.mkdir()
+    os.mkfifo(d / "train.json")
+    with pytest.raises(DatasetError) as e:
+        datasets.validate(d)
+    assert e.value.code == "is_fifo" and str(d / "train.json") in str(e.value)
+
+
+def test_bare_cr_line_ends_are_read_as_line_breaks(tmp_path):
+    f = write_lines(tmp_path / "mac.json", [(GOOD + "\r" + GOOD.replace("回答", "答2") + "\r").encode()],
+                    mode="bytes")
+    rep = datasets.validate(f)
+    assert rep.ok and (rep.records, rep.good) == (2, 2)
+    assert [(p.line, p.code, p.severity) for p in rep.problems] == [(1, "cr_line_ends", "warning")]
+    assert [r["tgt"] for r in datasets.iter_records(f)] == ["回答", "答2"]
+    # past the 1 MB line bound (the whole file is one LF-line), and mixed with CRLF and LF
+    big = tmp_path / "mac-big.json"
+    lines = [json.dumps({"src": f"q{i}", "tgt": "a" * 60}) for i in range(20000)]
+    big.write_bytes(("\r".join(lines[:10000]) + "\r\n" + "\n".join(lines[10000:])).encode())
+    rep = datasets.validate(big)
+    assert rep.ok and rep.good == 20000 and rep.duplicates == 0
+    out = datasets.convert(big, tmp_path / "lf.json")
+    assert out["written"] == 20000 and b"\r" not in (tmp_path / "lf.json").read_bytes()
+
+
+@pytest.mark.parametrize("content, code, says", [(b"\n\n  \n\n", "only_blank_lines", "only blank lines (4)"),
+                                                 (b"", "empty_file", "the file is empty (0 bytes)"),
+                                                 (b"[\n]\n", "empty_array", "empty JSON array")])
+def test_a_file_without_records_is_an_error_naming_the_file(tmp_path, workspace_home, content, code, says):
+    f = tmp_path / "train.json"
+    f.write_bytes(content)
+    rep = datasets.validate(f)
+    assert not rep.ok
+    errs = [p for p in rep.problems if p.severity == "error"]
+    assert [(p.file, p.line, p.code) for p in errs] == [(str(f), None, code)] and says in errs[0].message
+    with pytest.raises(DatasetError) as e:  # import says why too, not just "no usable records"
+        datasets.import_dataset(f, "empty")
+    assert e.value.code == code and says in str(e.value)
+    # a folder whose dev.json is empty (as import writes it) is fine; an empty train split is not
+    d = tmp_path / "ds"
+    d.mkdir()
+    (d / "train.json").write_text(GOOD + "\n")
+    (d / "dev.json").write_text("")
+    assert datasets.validate(d).ok
+    (d / "train.json").write_bytes(content)
+    assert [p.code for p in datasets.validate(d).problems if p.severity == "error"] == [code]
+
+
+def test_an_import_that_loses_the_race_for_its_name_says_so(tmp_path, workspace_home, monkeypatch):
+    f = write_lines(tmp_path / "a.json", [GOOD, GOOD.replace("回答", "答2")])
+    real = datasets._split_file
+
+    def meanwhile(*a, **kw):  # another import publishes the same name while this one writes
+        (workspace_home / "datasets" / "same").mkdir(parents=True)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(datasets, "_split_file", meanwhile)
+    with pytest.raises(DatasetError) as e:
+        datasets.import_dataset(f, "same", dev_ratio=0)
+    assert e.value.code == "dataset_exists" and "a dataset named 'same' already exists" in str(e.value)
+    assert sorted(p.name for p in (workspace_home / "datasets").iterdir()) == ["same"]  # no temp folder left

@@ -2,6 +2,7 @@
 folders refused with the file and what was expected, nothing left behind."""
 
 import json
+import os
 import shutil
 
 import numpy as np
@@ -115,3 +116,60 @@ def test_name_taken_and_bad_name(home):
     r = cli("models", "import", str(home / "models" / "demo-base"), "--name", "../escape", home=home)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert not (home / "escape").exists()
+
+
+# ---------------------------------------------------------------- issue 30: messages that mislead
+
+
+def _paddle_folder(tmp_path):
+    """A folder inspect() accepts without loading anything: a llama config, a tokenizer file, Paddle weights."""
+    d = tmp_path / "src-model"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({"model_type": "llama", "dtype": "float32"}))
+    (d / "tokenizer_config.json").write_text("{}")
+    (d / "model_state.pdparams").write_bytes(b"\0" * 64)
+    return d
+
+
+@pytest.mark.parametrize("link", [True, False])
+def test_an_import_that_loses_the_race_for_its_name_says_so(tmp_path, workspace_home, monkeypatch, link):
+    """Two imports into one name at once: the one that finishes second says a model of that name was
+    created meanwhile (not just a path), leaves the other's model as it is and nothing of its own."""
+    src = _paddle_folder(tmp_path)
+    monkeypatch.setattr(imports, "_load_check", lambda d, info, log: (None, 0))
+    other = workspace_home / "models" / "twin"
+
+    def meanwhile(msg):  # called once the folder is checked: the other import publishes now
+        if not other.exists():
+            other.mkdir(parents=True)
+            (other / "config.json").write_text('{"model_type": "llama"}')
+
+    with pytest.raises(FileExistsError) as e:
+        imports.import_model(src, "twin", link=link, log=meanwhile)
+    assert "a model named 'twin' was created meanwhile by another import" in str(e.value)
+    assert sorted(p.name for p in (workspace_home / "models").iterdir()) == ["twin"]  # no temp folder, no marker
+    assert (other / "config.json").read_text() == '{"model_type": "llama"}' and not other.is_symlink()
+
+
+def test_an_empty_name_says_the_model_name_is_empty(tmp_path, workspace_home):
+    with pytest.raises(ValueError, match="the model name is empty"):
+        imports.import_model(_paddle_folder(tmp_path), "  ")
+
+
+@pytest.mark.timeout(20)
+def test_odd_paths_as_the_model_folder_say_what_they_are(tmp_path):
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "zero").symlink_to("/dev/zero")
+    (tmp_path / "file").write_text("x")
+    for name, says in (("loop", "is a loop of symbolic links"), ("fifo", "is a FIFO (named pipe)"),
+                       ("zero", "is a device (/dev/zero)"), ("file", "is a file, not a folder"),
+                       ("nothing", "no such folder")):
+        with pytest.raises(imports.ModelFolderError) as e:
+            imports.inspect(tmp_path / name)
+        assert str(e.value).startswith(str(tmp_path / name)) and says in str(e.value), str(e.value)
+    d = _paddle_folder(tmp_path)
+    (d / "config.json").unlink()
+    os.mkfifo(d / "config.json")
+    with pytest.raises(imports.ModelFolderError, match="config.json is a FIFO"):
+        imports.inspect(d)

@@ -192,3 +192,5 @@ def test_a_sharded_run_keeps_its_process_count_with_the_reason(demo_home, tmp_pa
     for bad in ("0", "-2"):
         r = cli("runs", "resume", run_id, "--nproc", bad, home=home)
         assert r.returncode != 0 and "positive integer" in r.stderr, r.stderr[-500:]
+    r = cli("runs", "resume", run_id, "--nproc", "64", home=home)  # 64 ranks on a few cores never reach a step
+    assert r.returncode == 2 and "64 processes on a machine with" in r.stderr, r.stderr[-500:]

@@ -304,3 +304,49 @@ def test_a_paddlenlp_ptq_config_runs_as_a_quantize_job(merged, quantized, ws, mo
     r = cli("core.cli", "train", str(bad), home=ws)
     assert r.returncode == 1 and "AWQ" in r.stderr and "'a8w8c8' is not in the studio's Quantize engine" in r.stderr
     assert not (ws / "models" / "bad_quant").exists() and "Traceback" not in r.stderr
+
+
+# ---------------------------------------------------------------- issue 30: refused before a job starts
+
+
+def test_an_empty_output_name_is_called_the_output_name(tmp_path, workspace_home):
+    """The Quantize tab's empty output name said "dataset name is empty" (the dataset text of the shared
+    name code); the refusal names the output and starts no job."""
+    from core import jobs
+    from studio import locales
+
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text('{"model_type": "llama"}')
+    for name, code in (("", "name_empty"), ("  ", "name_empty"), ("../x", "name_unsafe")):
+        with pytest.raises(jobs.Refused) as e:
+            pipeline.submit(str(model), "wint8", name, data=None)
+        assert e.value.code == code
+        en, zh = locales.refusal(e.value, "en"), locales.refusal(e.value, "zh")
+        assert "output name" in en.lower() and "dataset" not in en and "输出名称" in zh
+    assert not (workspace_home / "jobs").exists() or not list((workspace_home / "jobs").iterdir())
+
+
+def test_a_quantize_without_calibration_data_is_refused_before_the_job(tmp_path, workspace_home):
+    """A model that records no training dataset and no --data: refused at once with what the preset does
+    with the data, instead of a job that loads the model and fails seconds later."""
+    from core import jobs
+    from studio import locales
+
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text('{"model_type": "llama"}')
+    for preset, need in (("a8w8", "activation scales"), ("gptq-wint4", "GPTQ"), ("wint8", "each layer's error")):
+        with pytest.raises(jobs.Refused) as e:
+            pipeline.submit(str(model), preset, f"q-{preset}", data=None)
+        assert e.value.code == "no_calibration_data" and need in str(e.value)
+        assert "does not record its training dataset" in str(e.value)
+        assert f"预设 {preset} 需要校准数据" in locales.refusal(e.value, "zh")
+    blank = tmp_path / "blank.json"
+    blank.write_text("\n\n\n")
+    with pytest.raises(jobs.Refused) as e:
+        pipeline.submit(str(model), "a8w8", "q-blank", data=str(blank))
+    assert "holds no src/tgt record" in str(e.value) and str(blank) in str(e.value)
+    with pytest.raises(jobs.Refused, match="does not exist"):
+        pipeline.submit(str(model), "a8w8", "q-missing", data=str(tmp_path / "nope"))
+    assert not (workspace_home / "jobs").exists() or not list((workspace_home / "jobs").iterdir())

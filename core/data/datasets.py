@@ -12,10 +12,14 @@ errors.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import os
 import random
+import re
 import shutil
+import stat
 import sys
 import time
 from array import array
@@ -40,6 +44,7 @@ MESSAGES = {
                      "every record with lists (a one-turn list means the same as a string)"),
     "bom": "file starts with a UTF-8 byte order mark (BOM); it is skipped when reading",
     "crlf": "line ends with CRLF (\\r\\n); Windows line ends",
+    "cr_line_ends": "the file ends lines with a bare CR (\\r, classic Mac line ends); each CR is read as a line break",
     "blank_line": "blank line",
     "line_too_long": "line is {length} bytes, longer than the limit of {limit} bytes; skipped",
     "not_utf8": "bytes that are not UTF-8 at byte {position}",
@@ -60,11 +65,24 @@ MESSAGES = {
     "history_mismatch": "src has {src} turns, so tgt (the answers before the last turn) must have {expected}, got {tgt}",
     "no_prompt": "missing field: the prompt (one of prompt, question, instruction)",
     "array_too_large": "a JSON array file of {size} bytes is too large to read at once; convert it to JSON lines",
+    "number_too_long": ("a number of {digits} digits at column {column}: Python's JSON reader refuses integers of more "
+                        "than {limit} digits; write it as a string"),
+    "empty_file": "no records: the file is empty (0 bytes)",
+    "only_blank_lines": "no records: the file holds only blank lines ({lines})",
+    "empty_array": "no records: the file is an empty JSON array",
     # dataset-level errors
     "name_empty": "dataset name is empty",
     "name_unsafe": "dataset name {name!r} is not allowed: use letters, digits, '-', '_' or '.', no path separators or '..'",
     "dataset_exists": "a dataset named {name!r} already exists",
     "not_found": "no such file or folder: {path}",
+    "symlink_loop": ("{path} is a loop of symbolic links (following them leads back to a link already seen), not a "
+                     "file or folder"),
+    "dangling_link": "{path} is a symbolic link to {target}, which does not exist",
+    "is_fifo": ("{path} is a FIFO (named pipe), not a regular file: it is not read (reading would wait for a writer); "
+                "give a file or a folder"),
+    "is_device": ("{path} is a device ({target}), not a regular file: it is not read (a device such as /dev/zero never "
+                  "ends); give a file or a folder"),
+    "is_socket": "{path} is a socket, not a regular file: give a file or a folder",
     "no_data_files": "no train.json/dev.json or train/*.json in {path}",
     "has_bad_records": "{bad} of {total} records have errors; fix them or allow skipping bad records",
     "no_records": "no usable records",
@@ -73,8 +91,9 @@ MESSAGES = {
 }
 
 # a BOM is skipped when reading (every record is still read): a warning, like Windows line ends
-WARNING_CODES = {"crlf", "blank_line", "bom", "mixed_shapes"}
-LINE_ERRORS = ("line_too_long", "not_utf8", "invalid_json", "too_deep", "lone_surrogate")
+WARNING_CODES = {"crlf", "cr_line_ends", "blank_line", "bom", "mixed_shapes"}
+LINE_ERRORS = ("line_too_long", "not_utf8", "invalid_json", "too_deep", "lone_surrogate", "number_too_long")
+EMPTY_CODES = ("empty_file", "only_blank_lines", "empty_array")  # a training file without one record
 
 
 def message(code: str, params: dict | None = None) -> str:
@@ -130,16 +149,48 @@ class RecordError(Exception):
 # ---------------------------------------------------------------- layout
 
 
+def path_problem(path: str | Path) -> tuple[str, dict]:
+    """Why ``path`` is neither a regular file nor a folder, as (code, params): a symlink loop, a
+    link to nothing, a FIFO, a device, a socket, or nothing there. Only ``stat`` is asked: the path
+    is never opened (a FIFO would block the reader, /dev/zero never ends)."""
+    p = str(path)
+    try:
+        st = os.stat(p)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return "symlink_loop", {"path": p}
+        if os.path.islink(p):
+            try:
+                target = os.readlink(p)
+            except OSError:
+                target = "?"
+            return "dangling_link", {"path": p, "target": target}
+        return "not_found", {"path": p}
+    if stat.S_ISFIFO(st.st_mode):
+        return "is_fifo", {"path": p}
+    if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
+        return "is_device", {"path": p, "target": os.path.realpath(p)}
+    if stat.S_ISSOCK(st.st_mode):
+        return "is_socket", {"path": p}
+    return "not_found", {"path": p}
+
+
+def _refuse_path(path) -> DatasetError:
+    code, params = path_problem(path)
+    return DatasetError(code, **params)
+
+
 def resolve_files(path: str | Path) -> dict[str, list[Path]]:
     """Map split name to files for a file or a PaddleNLP dataset folder.
 
-    A single file is returned as split ``"data"``.
+    A single file is returned as split ``"data"``. A path that is not a regular file or folder (a
+    FIFO, a device, a symlink loop) is refused with what it is, never opened.
     """
     p = Path(path)
     if p.is_file():
         return {"data": [p]}
     if not p.is_dir():
-        raise DatasetError("not_found", path=str(p))
+        raise _refuse_path(p)
     out: dict[str, list[Path]] = {}
     for split in ("train", "dev"):
         single = p / f"{split}.json"
@@ -147,8 +198,14 @@ def resolve_files(path: str | Path) -> dict[str, list[Path]]:
         files = []
         if single.is_file():
             files.append(single)
+        elif os.path.lexists(single):
+            raise _refuse_path(single)
         if folder.is_dir():
-            files.extend(sorted(f for f in folder.glob("*.json") if f.is_file()))
+            for f in sorted(folder.glob("*.json")):
+                if f.is_file():
+                    files.append(f)
+                elif not f.is_dir():
+                    raise _refuse_path(f)
         if files:
             out[split] = files
     if "train" not in out:
@@ -546,18 +603,33 @@ def _iter_parsed(path: Path, max_line_bytes: int, problems: list):
     with open(fname, "rb") as f:
         readline = f.readline
         number = 0
+        split = None  # once a bare CR (classic Mac line end) is seen: the rest, split at every line end
         while True:
-            raw = readline(limit)  # bounded: a huge line never sits in memory whole
-            if not raw:
-                return
+            if split is None:
+                raw = readline(limit)  # bounded: a huge line never sits in memory whole
+                if not raw:
+                    return
+                if b"\r" in raw and (len(raw) == limit or _BARE_CR.search(raw)):
+                    split = _split_lines(f, raw, limit)
+                    said_cr = False
+                    continue
+                if len(raw) == limit and raw[-1:] != b"\n":
+                    length = len(raw)
+                    while True:
+                        chunk = readline(1 << 20)
+                        length += len(chunk)
+                        if not chunk or chunk[-1:] == b"\n":
+                            break
+                    raw = None
+            else:
+                raw, length = next(split, (b"", 0))
+                if raw == b"":
+                    return
+                if not said_cr and raw is not None and raw[-1:] == b"\r":
+                    said_cr = True
+                    problems.append((number + 1, "", "cr_line_ends", {}))
             number += 1
-            if len(raw) == limit and raw[-1:] != b"\n":
-                length = len(raw)
-                while True:
-                    chunk = readline(1 << 20)
-                    length += len(chunk)
-                    if not chunk or chunk[-1:] == b"\n":
-                        break
+            if raw is None:
                 problems.append((number, "", "line_too_long", {"length": length, "limit": max_line_bytes}))
                 continue
             if number == 1 and raw.startswith(BOM):
@@ -586,11 +658,17 @@ def _iter_parsed(path: Path, max_line_bytes: int, problems: list):
                 except json.JSONDecodeError as e2:
                     problems.append((number, "", "invalid_json", {"detail": e2.msg, "column": e2.colno}))
                     continue
+                except ValueError:
+                    problems.append((number, "", "number_too_long", _long_number(text)))
+                    continue
             except json.JSONDecodeError as e:
                 problems.append((number, "", "invalid_json", {"detail": e.msg, "column": e.colno}))
                 continue
             except RecursionError:
                 problems.append((number, "", "too_deep", {"limit": sys.getrecursionlimit()}))
+                continue
+            except ValueError:  # int() past sys.get_int_max_str_digits(): "Exceeds the limit (4300 digits)"
+                problems.append((number, "", "number_too_long", _long_number(text)))
                 continue
             if "\\u" in text and _has_surrogate(value):
                 problems.append((number, "", "lone_surrogate", {}))
@@ -598,10 +676,59 @@ def _iter_parsed(path: Path, max_line_bytes: int, problems: list):
             yield number, value
 
 
+# a CR not followed by LF: a classic-Mac line end. JSON cannot hold a raw CR inside a string, so a
+# CR always ends a line of JSON lines; splitting there is safe.
+_BARE_CR = re.compile(rb"\r(?!\n)")
+_AFTER_BARE_CR = re.compile(rb"(?<=\r)(?!\n)")
+_EOL = re.compile(rb"\r\n|\r|\n")
+
+
+def _split_lines(f, buf: bytes, limit: int):
+    """The rest of a file (``buf`` read already) split at LF, CRLF and bare CR, in bounded chunks."""
+    skipping = 0  # > 0: inside a line too long to keep, this many bytes of it so far
+    eof = False
+    while True:
+        pos = 0
+        while True:
+            m = _EOL.search(buf, pos)
+            if m is None or (not eof and m.end() == len(buf) and m.group() == b"\r"):  # CR: LF may follow
+                break
+            line = buf[pos:m.end()]
+            pos = m.end()
+            if skipping:
+                yield None, skipping + len(line)
+                skipping = 0
+            elif len(line) >= limit:
+                yield None, len(line)
+            else:
+                yield line, 0
+        rest = buf[pos:]
+        if skipping or len(rest) >= limit:
+            skipping += len(rest)
+            rest = b""
+        if eof:
+            if skipping:
+                yield None, skipping
+            elif rest:
+                yield rest, 0
+            return
+        chunk = f.read(1 << 20)
+        eof = not chunk
+        buf = rest + chunk
+
+
+def _long_number(text: str) -> dict:
+    """Where the over-long integer of a line is, and how long."""
+    limit = sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else 4300
+    m = re.search(r"\d{%d,}" % (limit + 1), text)
+    return {"digits": len(m.group()) if m else limit + 1, "column": m.start() + 1 if m else 1, "limit": limit}
+
+
 def _text_lines(path: Path, problems: list):
     """A plain text file: one document per non-blank line, as {"text": line}."""
     with open(path, "rb") as f:
-        for number, raw in enumerate(f, 1):
+        lines = (piece for raw in f for piece in (_AFTER_BARE_CR.split(raw) if b"\r" in raw else (raw,)) if piece)
+        for number, raw in enumerate(lines, 1):
             if number == 1 and raw.startswith(BOM):
                 raw = raw[3:]
             try:
@@ -680,6 +807,12 @@ def _array_items(text: str, problems: list):
             return bad(e.pos, e.msg)
         except RecursionError:
             problems.append((line_at(start), f"[{index}]", "too_deep", {"limit": sys.getrecursionlimit()}))
+            return
+        except ValueError:  # an integer longer than Python reads (sys.get_int_max_str_digits)
+            where = _long_number(text[start:start + (64 << 20)])
+            at = start + where["column"] - 1
+            where["column"] = at - text.rfind("\n", 0, at)
+            problems.append((line_at(at), f"[{index}]", "number_too_long", where))
             return
         ln = line_at(start)
         if "\\u" in text[start:pos] and _has_surrogate(value):
@@ -786,10 +919,12 @@ def validate(
             rep.problems_omitted += 1
 
     str_ = str
+    records_in: dict = {}  # file -> records read from it (good, bad and unparseable lines)
     for f in files:
         fname = str(f)
         rep.bytes += f.stat().st_size
         file_starts.append(len(hashes))
+        records_before = rep.records
         line_problems: list = []
         flushed = 0
         for key, value in _iter_parsed(f, max_line_bytes, line_problems):
@@ -882,12 +1017,45 @@ def validate(
         for lp in line_problems[flushed:]:
             _count_bad_line(rep, lp)
             add(fname, *lp)
+        records_in[fname] = rep.records - records_before
+    # what training reads holds no record at all (blank lines only, or nothing): the run would stop
+    # at its start ("num_samples=0"), so the file is refused here, by name
+    trains = [f for split, fs in groups.items() if split in ("train", "data") for f in fs]
+    if trains and not sum(records_in.get(str(f), 0) for f in trains):
+        for f in trains:
+            why = empty_reason(f)
+            if why:
+                add(str(f), None, "", *why)
     if 0 < rep.list_records < rep.good:
         add(str(files[0]) if files else str(path), None, "src", "mixed_shapes",
             {"strings": rep.good - rep.list_records, "lists": rep.list_records})
     _find_duplicates(rep, hashes, lines, file_starts, files)
     rep.seconds = time.perf_counter() - t0
     return rep
+
+
+def empty_reason(path: str | Path) -> tuple[str, dict] | None:
+    """Why a data file that yielded no record holds none, as (code, params): empty, blank lines
+    only, or an empty JSON array; None when it holds something else (its own problems say what)."""
+    p = Path(path)
+    if p.stat().st_size == 0:
+        return "empty_file", {}
+    lines, last = 0, b""
+    with open(p, "rb") as f:
+        while chunk := f.read(1 << 20):
+            if not lines and not last:
+                chunk = chunk.removeprefix(BOM)
+            body = chunk.strip()
+            if body:
+                return ("empty_array", {}) if b"".join(body.split()) == b"[]" else None
+            lines += chunk.count(b"\n") + len(_BARE_CR.findall(chunk))
+            last = chunk[-1:] or last
+    return "only_blank_lines", {"lines": lines + (last not in (b"\n", b"\r", b""))}
+
+
+def has_records(path: str | Path, fmt: str = "auto") -> bool:
+    """Whether a file or dataset folder holds at least one good record (reads up to the first)."""
+    return next(iter_records(path, fmt), None) is not None
 
 
 def one_shape(rec: dict, lists: bool) -> dict:
@@ -1037,7 +1205,8 @@ def import_dataset(
     if rep.bad and not skip_bad:
         raise DatasetError("has_bad_records", bad=rep.bad, total=rep.records)
     if not rep.good:
-        raise DatasetError("no_records")
+        empty = next((p for p in rep.problems if p.code in EMPTY_CODES), None)  # why: empty, blank lines only
+        raise DatasetError(empty.code, **empty.params) if empty else DatasetError("no_records")
     tmp = workspace.temp_dir_beside(final)
     try:
         counts = {}
@@ -1072,7 +1241,10 @@ def import_dataset(
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
         workspace.write_json_atomic(tmp / workspace.DATASET_META, meta)
-        workspace.publish_dir(tmp, final)
+        try:
+            workspace.publish_dir(tmp, final)
+        except FileExistsError:  # another import took the name while this one was writing
+            raise DatasetError("dataset_exists", name=name) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

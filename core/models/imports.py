@@ -11,6 +11,7 @@ place once complete: a failed import leaves nothing behind.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -43,6 +44,8 @@ def _read_json(path: Path) -> dict:
         raise ModelFolderError(f"{path}: line {e.lineno} column {e.colno}: not valid JSON ({e.msg})") from None
     except UnicodeDecodeError:
         raise ModelFolderError(f"{path}: not UTF-8 text") from None
+    except ValueError as e:  # e.g. an integer longer than Python reads ("Exceeds the limit (4300 digits)")
+        raise ModelFolderError(f"{path}: not readable as JSON: {e}") from None
     if not isinstance(obj, dict):
         raise ModelFolderError(f"{path}: expected a JSON object, found {type(obj).__name__}")
     return obj
@@ -105,9 +108,13 @@ def inspect(folder: str | Path) -> dict:
 
     d = Path(folder).expanduser()
     if not d.is_dir():
-        raise ModelFolderError(f"{d}: no such folder")
+        raise ModelFolderError(_not_a_folder(d))
     d = d.resolve()
     if not (d / "config.json").is_file():
+        if os.path.lexists(d / "config.json"):  # a FIFO, a device, a link to nothing: said, never opened
+            from core.data import datasets
+
+            raise ModelFolderError(datasets.message(*datasets.path_problem(d / "config.json")))
         raise ModelFolderError(f"{d}: no config.json (a model folder has config.json, tokenizer files and weights)")
     cfg = _read_json(d / "config.json")
     mtype = cfg.get("model_type")
@@ -159,6 +166,20 @@ def inspect(folder: str | Path) -> dict:
             "vocab_size": cfg.get("vocab_size") or cfg.get("padded_vocab_size")}
 
 
+def _not_a_folder(d: Path) -> str:
+    """What ``d`` is, said plainly, when it is not a folder: a file, a symlink loop, a FIFO, a device
+    (never opened: a FIFO would block, /dev/zero never ends), or nothing."""
+    from core.data import datasets
+
+    if d.is_file():
+        return f"{d} is a file, not a folder: give the folder that holds config.json, the tokenizer and the weights"
+    code, params = datasets.path_problem(d)
+    if code == "not_found":
+        return f"{d}: no such folder"
+    return datasets.message(code, params).replace("give a file or a folder", "give a model folder") \
+        .replace("not a file or folder", "not a model folder")
+
+
 def _base_prefix(family: dict) -> str:
     import paddlenlp.transformers as T
 
@@ -168,12 +189,21 @@ def _base_prefix(family: dict) -> str:
 
 def _check_name(name: str) -> Path:
     bad = workspace.check_name(name)
+    if bad == "name_empty":
+        raise ValueError("the model name is empty: give the name it takes in the workspace (--name)")
     if bad:
-        raise ValueError(bad)
+        raise ValueError(f"model name {name!r} is not allowed: use letters, digits, '-', '_' or '.', no path "
+                         "separators or '..'")
     out = workspace.models_dir() / name
     if out.exists() or out.is_symlink():
         raise FileExistsError(f"{out} already exists: pick another --name")
     return out
+
+
+def _taken_meanwhile(name: str, out: Path) -> FileExistsError:
+    return FileExistsError(f"a model named {name!r} was created meanwhile by another import (or job) at {out}, "
+                           "while this one was being prepared: this import's files were discarded and the other "
+                           "model left as it is; import again under another --name")
 
 
 def _copy(src: Path, dst: Path, total: int, done: list, at: float, span: float) -> None:
@@ -264,12 +294,23 @@ def import_model(folder: str | Path, name: str, link: bool = False, log=print) -
                 "converted": info["format"] == "torch", "linked": bool(link), "chat_template": info["chat_template"],
                 "imported": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         report_progress(0.95, "publishing")
+        # another import may have taken the name since it was checked: it keeps it, this one says so
         if link:  # the user's folder is not ours to write: the marker lives beside the link
+            try:
+                os.symlink(src, out)
+            except FileExistsError:
+                raise _taken_meanwhile(name, out) from None
             workspace.write_json_atomic(workspace.models_dir() / f".{name}.link.json", meta)
-            os.symlink(src, out)
         else:
             workspace.write_json_atomic(stage / workspace.MODEL_MARKER, meta)
-            os.rename(stage, out)
+            if out.exists() or out.is_symlink():  # rename would replace an empty folder without a word
+                raise _taken_meanwhile(name, out)
+            try:
+                os.rename(stage, out)
+            except OSError as e:
+                if e.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR):
+                    raise _taken_meanwhile(name, out) from None
+                raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) if not link else info["size_bytes"]

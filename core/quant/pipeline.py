@@ -205,6 +205,9 @@ def quantize(model_dir, preset, out_dir, data=None, calib_steps: int | None = No
     from core.data import datasets
 
     records = list(datasets.iter_records(calib_file, "paddlenlp"))
+    if not records:  # said before the model loads, not by the calibration seconds later
+        raise ValueError(f"calibration data {calib_file} holds no src/tgt record; pass --data DIR (a dataset folder "
+                         "or file)")
     log(f"quantizing {model_dir} with {preset['name']} ({algo}, {method}); calibration {calib_file}")
 
     report_progress(0.05, "loading the model")
@@ -423,6 +426,32 @@ def plan_from_paddlenlp(path: str | Path, model: str | None = None, data: str | 
             "data": data_dir, "name": out_name, "script": upstream.QUANTIZATION_SCRIPT}
 
 
+# what each method does with calibration data (English, 中文): every preset reads it
+CALIBRATION_NEED = {
+    "ptq": ("A8W8 PTQ takes its activation scales from it", "A8W8 PTQ 的激活缩放系数取自校准数据"),
+    "gptq": ("GPTQ solves each layer's weights on it", "GPTQ 在校准数据上逐层求解权重"),
+    "rtn": ("the engine measures each layer's error and the quality before and after on it",
+            "量化引擎在其上度量每层误差及量化前后的质量"),
+}
+
+
+def calibration_problem(model, preset: dict, data: str | None) -> dict | None:
+    """Why a quantize job would stop for want of calibration data, before it starts: none given and
+    none recorded by the model, a path that is not there, or a file without one record. None when
+    the data is there. (The job itself loads the model first: it failed only seconds later.)"""
+    from core.data import datasets
+
+    method = preset.get("method", "ptq" if preset.get("algorithm") == "a8w8" else "rtn")
+    try:
+        calib, _ = resolve_data(Path(model), data)
+        if not datasets.has_records(calib, "paddlenlp"):
+            raise ValueError(f"{calib} holds no src/tgt record")
+    except (ValueError, OSError, datasets.DatasetError) as e:
+        need, need_zh = CALIBRATION_NEED.get(method, CALIBRATION_NEED["rtn"])
+        return {"preset": preset.get("name", ""), "method": method, "need": need, "need_zh": need_zh, "why": str(e)}
+    return None
+
+
 # ---------------------------------------------------------------- CLI
 
 
@@ -444,6 +473,10 @@ def submit(model: str | Path, preset: str | dict, name: str, data: str | None = 
     else:
         preset_arg = preset
     out = jobs.check_output(name, workspace.models_dir())
+    bad = calibration_problem(model, preset if isinstance(preset, dict) else load_preset(preset), data)
+    if bad:
+        raise jobs.Refused("no_calibration_data", f"preset {bad['preset']} needs calibration data: {bad['need']}. "
+                           f"None was given or found: {bad['why']}. Pick a dataset (--data)", **bad)
     args = ["quantize", "--model", str(model), "--preset", preset_arg, "--out", str(out), "--json",
             "--eval-limit", str(int(eval_limit))]
     if data:

@@ -13,6 +13,8 @@ they live in ``ParallelSection`` and go to ``studio.json``.
 from __future__ import annotations
 
 import json
+import math
+import os
 import re
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -409,6 +411,36 @@ MESSAGES = {
                                   "miss them; turn {key} off or train sft"),
     "warmup_ignored": ("warmup_steps ({warmup}) is ignored by the constant schedule: choose constant_with_warmup, "
                        "or set warmup_steps to 0"),
+    "not_a_folder": "{field}: {path} is {kind}, not a folder",
+    "model_config_not_json": "{field}: {path} is not valid JSON: line {line}, column {column}: {detail}",
+    "model_config_unreadable": "{field}: {path} cannot be read as JSON text: {detail}",
+    "no_train_records": ("{field}: {path} holds no training record ({why}): the run would stop at its start "
+                         "(\"num_samples=0\"); `paddle-studio data validate {path}` lists every line's problem"),
+    "too_many_steps": ("{field}: this run would take about {steps} optimizer steps ({epochs} epochs x {per_epoch} "
+                       "per epoch{records}); more than {limit} is refused ({why}): lower num_train_epochs or set "
+                       "max_steps"),
+    "nproc_over_cores": ("{field}: {nproc} processes on a machine with {cores} CPU cores: every rank of CPU data "
+                         "parallel needs a core of its own (64 ranks on 2 cores made no step in 45 s); set nproc to at "
+                         "most {cores}"),
+    "ranks_over_gpus": ("{field}: {ranks} processes on a machine with {gpus} GPU(s): each process takes a GPU of its "
+                        "own; use at most {gpus}"),
+}
+
+# The most optimizer steps a run may take: 1e7 steps last more than a day even at 100 steps a second
+# (the tiny demo model's pace on these CPUs is ~65 steps/s) and are far beyond any fine-tuning run;
+# a number above it is a typo (num_train_epochs 1e9 made 188 billion steps) or an unbounded value.
+MAX_TOTAL_STEPS = 10_000_000
+# numpy's seed range: PaddleNLP's set_seed calls np.random.seed(seed), which takes 0 .. 2**32 - 1
+# (paddle.seed(-1) fails: "incompatible function arguments ... Generator")
+MAX_SEED = 2**32 - 1
+# what a path is when it is not a folder, for not_a_folder (English, 中文)
+PATH_KINDS = {
+    "file": ("a file", "文件"),
+    "symlink_loop": ("a loop of symbolic links", "循环的符号链接"),
+    "dangling_link": ("a symbolic link to nothing", "指向不存在目标的符号链接"),
+    "is_fifo": ("a FIFO (named pipe)", "FIFO（命名管道）"),
+    "is_device": ("a device file", "设备文件"),
+    "is_socket": ("a socket", "套接字"),
 }
 
 
@@ -481,6 +513,123 @@ def looks_like_hub_id(path: str) -> bool:
         and not path.startswith((".", "~"))
 
 
+def cpu_cores() -> int:
+    """CPU cores this process may run on (its affinity; os.cpu_count() where that is unknown)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def gpu_count() -> int:
+    from core import system
+
+    return len(system.gpus())
+
+
+def _path_kind(path: str) -> str | None:
+    """A PATH_KINDS key for a path that exists in some form but is no folder; None when nothing is there."""
+    from core.data import datasets
+
+    if Path(path).is_file():
+        return "file"
+    code, _ = datasets.path_problem(path)
+    return code if code in PATH_KINDS else None
+
+
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _train_records(ds: str) -> int | None:
+    """How many training records a dataset folder holds, when it is cheap to tell: its meta.json's
+    count (an imported dataset), else the lines of train files up to 64 MB in all; None otherwise."""
+    from core import workspace
+    from core.data import datasets
+
+    d = Path(ds)
+    try:
+        meta = json.loads((d / workspace.DATASET_META).read_text(encoding="utf-8"))
+        train = d / "train.json"
+        if isinstance(meta.get("train"), int) and not isinstance(meta["train"], bool) and (
+                not train.is_file() or train.stat().st_mtime <= (d / workspace.DATASET_META).stat().st_mtime):
+            return meta["train"]
+    except (OSError, ValueError, AttributeError):
+        pass
+    if not d.is_dir():
+        return None
+    try:
+        files = datasets.resolve_files(d).get("train", [])
+        if sum(f.stat().st_size for f in files) > 64 << 20:
+            return None
+        n = 0
+        for f in files:
+            with open(f, "rb") as r:
+                while chunk := r.read(1 << 20):
+                    n += chunk.count(b"\n")
+        return n
+    except (OSError, ValueError, datasets.DatasetError):
+        return None
+
+
+def _check_steps(cfg: RunConfig, add) -> None:
+    """Refuse a run whose epochs make more than MAX_TOTAL_STEPS optimizer steps: epochs x steps per
+    epoch, the latter from the training records (when cheap to count) over batch x data-parallel
+    processes x gradient accumulation, else at least one."""
+    tr, p = cfg.training, cfg.parallel
+    records = _train_records(cfg.data.dataset_name_or_path) if cfg.data.dataset_name_or_path else None
+    per_epoch = 1
+    try:
+        if records:
+            rest = max(int(p.tensor_parallel_degree), 1) * max(int(p.pipeline_parallel_degree), 1)
+            dp = max(int(p.world_size()) // rest, 1)
+            batches = math.ceil(records / (max(int(tr.per_device_train_batch_size), 1) * dp))
+            per_epoch = max(batches // max(int(tr.gradient_accumulation_steps), 1), 1)
+    except (TypeError, ValueError, OverflowError):
+        records, per_epoch = None, 1
+    steps = math.ceil(tr.num_train_epochs * per_epoch)
+    if steps > MAX_TOTAL_STEPS:
+        add("too_many_steps", "training.num_train_epochs", steps=f"{steps:,}", epochs=f"{tr.num_train_epochs:g}",
+            per_epoch=f"{per_epoch:,}", limit=f"{MAX_TOTAL_STEPS:,}",
+            records=f", {records:,} records" if records else "",
+            records_zh=f"，{records:,} 条记录" if records else "",
+            why="over a day even at 100 steps a second", why_zh="即使每秒 100 步也要一天以上")
+
+
+def _no_records(ds: str) -> dict | None:
+    """{path, why, why_zh} when the training split of a dataset folder holds no record as training
+    reads it (src/tgt, raw text, or preference pairs for dpo); None when it holds one, or when the
+    folder cannot be read (the run reports that)."""
+    from core.data import datasets
+
+    try:
+        trains = datasets.resolve_files(ds).get("train", [])
+        fmt = datasets.detect_format(ds)
+        # as training reads it (entry: text or src/tgt; dpo: its pairs); a format the method does not
+        # take is reported by its own check (text_needs_pretrain, dpo_needs_preference, ...)
+        read_as = fmt if fmt in ("text", *datasets.PREFERENCE_FORMATS) else "paddlenlp"
+        if not trains or any(datasets.has_records(f, read_as) for f in trains):
+            return None
+        f = trains[0]
+        why = datasets.empty_reason(f)
+    except (OSError, ValueError, datasets.DatasetError):
+        return None
+    if why and why[0] == "empty_file":
+        text = ("the file is empty (0 bytes)", "文件为空（0 字节）")
+    elif why and why[0] == "only_blank_lines":
+        n = why[1]["lines"]
+        text = (f"only blank lines: {n}", f"只有空行：{n} 行")
+    elif why:
+        text = ("an empty JSON array", "空的 JSON 数组")
+    elif fmt and fmt != read_as:
+        text = (f"its records are in {fmt} format, which training does not read: `paddle-studio data import` "
+                "converts them to src/tgt",
+                f"其记录为 {fmt} 格式，训练无法读取：请用 `paddle-studio data import` 转换为 src/tgt")
+    else:
+        text = ("no line is a valid record", "没有一行是有效记录")
+    return {"path": str(f), "why": text[0], "why_zh": text[1]}
+
+
 def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
     """Every problem of ``cfg`` at once; [] when it can run here."""
     if has_gpu is None:
@@ -499,16 +648,36 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
     if not model_dir:
         add("required", "model.model_name_or_path")
     elif not Path(model_dir).is_dir():
-        add("hub_id" if looks_like_hub_id(model_dir) else "path_missing", "model.model_name_or_path", path=model_dir)
+        kind = _path_kind(model_dir)
+        if kind:
+            add("not_a_folder", "model.model_name_or_path", path=model_dir, kind=PATH_KINDS[kind][0],
+                kind_zh=PATH_KINDS[kind][1])
+        else:
+            add("hub_id" if looks_like_hub_id(model_dir) else "path_missing", "model.model_name_or_path",
+                path=model_dir)
     elif not (Path(model_dir) / "config.json").is_file():
         add("not_a_model", "model.model_name_or_path", path=model_dir)
     else:
+        cfg_path = Path(model_dir) / "config.json"
+        mtype = None
         try:
-            mtype = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8")).get("model_type", "")
-        except (OSError, ValueError, AttributeError):
-            mtype = ""
-        fam = family_of_type(mtype)
-        if fam is None:
+            obj = json.loads(cfg_path.read_text(encoding="utf-8"))
+            mtype = obj.get("model_type", "") if isinstance(obj, dict) else None
+            if not isinstance(obj, dict):
+                add("model_config_unreadable", "model.model_name_or_path", path=str(cfg_path),
+                    detail=f"expected a JSON object, found {type(obj).__name__}")
+        except json.JSONDecodeError as e:
+            add("model_config_not_json", "model.model_name_or_path", path=str(cfg_path), line=e.lineno,
+                column=e.colno, detail=e.msg)
+        except UnicodeDecodeError as e:
+            add("model_config_unreadable", "model.model_name_or_path", path=str(cfg_path),
+                detail=f"not UTF-8 text (byte {e.start})")
+        except (OSError, ValueError) as e:
+            add("model_config_unreadable", "model.model_name_or_path", path=str(cfg_path), detail=str(e))
+        fam = family_of_type(mtype) if mtype is not None else None
+        if mtype is None:  # config.json itself is the problem, said above
+            pass
+        elif fam is None:
             add("no_family", "model.model_name_or_path", model_type=mtype,
                 known=", ".join(sorted(t for f in family_presets().values() for t in f["model_types"])))
         elif m.method == "prefix" and fam.get("prefix") is not True:
@@ -521,7 +690,12 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
     if not ds:
         add("required", "data.dataset_name_or_path")
     elif not Path(ds).is_dir():
-        add("path_missing", "data.dataset_name_or_path", path=ds)
+        kind = _path_kind(ds)
+        if kind:
+            add("not_a_folder", "data.dataset_name_or_path", path=ds, kind=PATH_KINDS[kind][0],
+                kind_zh=PATH_KINDS[kind][1])
+        else:
+            add("path_missing", "data.dataset_name_or_path", path=ds)
     else:
         if not (Path(ds) / "train.json").is_file() and not (Path(ds) / "train").is_dir():
             add("no_train_file", "data.dataset_name_or_path", path=ds)
@@ -542,10 +716,15 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
                 add("preference_needs_dpo", "method.method", path=ds)
             elif m.method == "dpo" and fmt not in datasets.PREFERENCE_FORMATS:
                 add("dpo_needs_preference", "data.dataset_name_or_path", path=ds)
+        if (Path(ds) / "train.json").is_file() or (Path(ds) / "train").is_dir():
+            empty = _no_records(ds)
+            if empty:
+                add("no_train_records", "data.dataset_name_or_path", **empty)
 
     def positive(sec, name, value, integer=True):
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0 or (integer and int(value) != value):
-            add("bad_value", f"{sec}.{name}", expected="a positive " + ("integer" if integer else "number"), value=value)
+        if not _finite(value) or value <= 0 or (integer and int(value) != value):
+            add("bad_value", f"{sec}.{name}", expected="a positive " + ("integer" if integer else "finite number"),
+                value=value)
 
     positive("data", "src_length", d.src_length)
     positive("data", "max_length", d.max_length)
@@ -555,8 +734,26 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
     positive("training", "gradient_accumulation_steps", tr.gradient_accumulation_steps)
     positive("training", "learning_rate", tr.learning_rate, integer=False)
     positive("training", "logging_steps", tr.logging_steps)
-    if tr.max_steps is None or tr.max_steps <= 0:
+    by_epochs = tr.max_steps is None or (_finite(tr.max_steps) and tr.max_steps <= 0)
+    if by_epochs:
         positive("training", "num_train_epochs", tr.num_train_epochs, integer=False)
+    elif not _finite(tr.max_steps) or int(tr.max_steps) != tr.max_steps or tr.max_steps > MAX_TOTAL_STEPS:
+        add("bad_value", "training.max_steps", value=tr.max_steps,
+            expected=f"a whole number of steps up to {MAX_TOTAL_STEPS:,} (more lasts over a day even at 100 steps a "
+                     "second), or -1 to train num_train_epochs")
+    if by_epochs and _finite(tr.num_train_epochs) and tr.num_train_epochs > 0:
+        _check_steps(cfg, add)
+    if not isinstance(tr.seed, int) or isinstance(tr.seed, bool) or not 0 <= tr.seed <= MAX_SEED:
+        add("bad_value", "training.seed", value=tr.seed,
+            expected=f"an integer from 0 to {MAX_SEED} (PaddleNLP seeds numpy with it, and numpy takes no other)")
+    if not isinstance(tr.warmup_steps, int) or isinstance(tr.warmup_steps, bool) or tr.warmup_steps < 0:
+        add("bad_value", "training.warmup_steps", value=tr.warmup_steps,
+            expected="0 or a positive whole number of steps")
+    ratio = (cfg.extra or {}).get("warmup_ratio")
+    if ratio is not None and (not _finite(ratio) or not 0 <= ratio <= 1):
+        add("bad_value", "extra.warmup_ratio", value=ratio,
+            expected="a number from 0 to 1, the share of the steps spent warming up (PaddleNLP: \"warmup_ratio "
+                     "must lie in range [0,1]\")")
     if m.method in ("lora", "qlora"):
         positive("method", "lora_rank", m.lora_rank)
     if m.method == "prefix":
@@ -654,6 +851,13 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
         add("pipeline_needs_pipe_model", "parallel.pipeline_parallel_degree", pp=p.pipeline_parallel_degree)
     positive("parallel", "nproc", p.nproc)
     positive("parallel", "nnodes", p.nnodes)
+    if has_gpu:  # one process per GPU: the ids named, else nproc of them
+        ranks = len([x for x in str(p.devices or "").split(",") if x.strip()]) or p.nproc
+        gpus = gpu_count()
+        if gpus and isinstance(ranks, int) and ranks > gpus:
+            add("ranks_over_gpus", "parallel.devices" if p.devices else "parallel.nproc", ranks=ranks, gpus=gpus)
+    elif _finite(p.nproc) and p.nproc > 1 and p.nproc > cpu_cores():
+        add("nproc_over_cores", "parallel.nproc", nproc=p.nproc, cores=cpu_cores())
     if not isinstance(p.stall_timeout, int) or isinstance(p.stall_timeout, bool) or p.stall_timeout < 0:
         add("bad_value", "parallel.stall_timeout", expected="0 or a positive number of seconds", value=p.stall_timeout)
     world = p.world_size()
@@ -810,6 +1014,9 @@ def load_run_file(path: str | Path, name: str | None = None) -> RunConfig:
         except UnicodeDecodeError as e:
             raise FileProblems(p, [{"code": "bad_json", "field": "", "params": {},
                                     "message": f"{p}: not UTF-8 text (byte {e.start})"}]) from None
+        except ValueError as e:  # e.g. an integer longer than Python reads ("Exceeds the limit (4300 digits)")
+            raise FileProblems(p, [{"code": "bad_json", "field": "", "params": {},
+                                    "message": f"{p}: not readable as JSON: {e}"}]) from None
         if isinstance(d, dict) and "method" in d and "config" in d and p.parent.name == "runs":
             cfg = load_preset(p.stem)
         else:  # a PaddleNLP argument JSON; the studio's saved configs add their launch settings

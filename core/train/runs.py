@@ -27,7 +27,7 @@ from pathlib import Path
 
 from core import jobs, system, workspace
 from core.train import checkpoints, warm
-from core.train.config import RunConfig
+from core.train.config import RunConfig, cpu_cores
 
 TRAIN_PY = Path(__file__).resolve().parent / "entry.py"
 ACTIVE = ("queued", "running")
@@ -562,6 +562,9 @@ def change_processes(d: Path, nproc: int) -> dict | None:
         raise ValueError("this run names its GPUs (--devices): resume it on GPUs by their ids")
     if int(par.get("nnodes", 1) or 1) > 1:
         raise ValueError("a multi-node run keeps its layout: resume it on the same nodes")
+    if nproc > cpu_cores():
+        raise ValueError(f"{nproc} processes on a machine with {cpu_cores()} CPU cores: set at most "
+                         f"{cpu_cores()} (more ranks than cores only wait on each other)")
     flat = read_json(d / "config.json", {}) or {}
     if str(flat.get("sharding") or "").strip():
         raise ValueError(SHARDED_RESUME.format(sharding=flat["sharding"], nproc=old))

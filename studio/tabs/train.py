@@ -8,6 +8,7 @@ and calls core — never engine keys directly.
 from __future__ import annotations
 
 import json
+import math
 import shlex
 import typing
 from dataclasses import MISSING, fields
@@ -91,7 +92,8 @@ def values_to_config(spec: list[tuple[str, str]], name: str, values: list) -> Ru
         cls = SECTION_CLASSES[section]
         hint = typing.get_type_hints(cls)[fname]
         if hint is int:
-            v = int(v) if v is not None else 0
+            # Infinity/NaN typed into a number box stays as it is: the config check names it (int() would raise)
+            v = 0 if v is None else int(v) if math.isfinite(float(v)) else float(v)
         elif hint is float:
             v = float(v) if v is not None else 0.0
         elif hint is bool:
