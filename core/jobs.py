@@ -329,6 +329,8 @@ def supervise(d: Path) -> int:
             result = json.loads(text) if text else {}
         except ValueError:
             state, reason = "failed", "the command printed no JSON result"
+        if isinstance(result, dict) and result.get("ended") in ("owner_gone", "idle"):  # a chat worker ended itself
+            state, reason = "stopped", str(result.get("reason") or result["ended"])
     else:
         state, reason = "failed", failure_reason(d / "log.txt", code)
     if result is not None:

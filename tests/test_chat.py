@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from core.chat.engine import ChatError, GenParams, messages_from, normalize_messages
-from core.chat.server import ApiError, check_bind, parse_request
+from core.chat.server import ApiError, check_bind, parse_body, parse_request
 from core.system import is_loopback
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,6 +90,84 @@ def test_parse_request_maps_fields():
         assert e.value.status == 400 and e.value.param == param
 
 
+def test_hostile_fields_get_specific_errors():
+    """Wrong types where a hashable was assumed, strict JSON, and bad values named briefly."""
+    for body, param, words in (({"model": ["a"], "messages": user("hi")}, "model", "expected a string"),
+                               ({"model": {"a": 1}, "messages": user("hi")}, "model", "got an object"),
+                               ({"messages": user("hi"), "n": True}, "n", "only 1"),
+                               ({"messages": user("hi"), "stream_options": []}, "stream_options", "got an array"),
+                               ({"messages": user("hi"), "stream_options": {"include_usage": 1}},
+                                "stream_options.include_usage", "true or false"),
+                               ({"model": "x" * 100_000, "messages": user("hi")}, "model", "unknown model")):
+        with pytest.raises(ApiError) as e:
+            parse_request(body, {"m"})
+        assert e.value.status == 400 and e.value.param == param and words in e.value.message, e.value.message
+        assert len(e.value.message) < 300
+    with pytest.raises(ChatError) as e:
+        messages_from("hi", "[" * 100_000 + "]" * 100_000)
+    assert e.value.param == "history" and "nested" in e.value.message
+    with pytest.raises(ChatError) as e:
+        messages_from("hi", [], system=["a"])
+    assert e.value.param == "system"
+    with pytest.raises(ChatError) as e:
+        GenParams.of(temperature="x" * 1_000_000)
+    assert len(e.value.message) < 200
+    for data, words in ((b"", "empty"), (b'{"a": NaN}', "NaN is not a JSON number"), (b"[" * 100_000, "nested"),
+                        (b'{"a": "\xff"}', "UTF-8"), (b"1" * 5000, "digits"), (b"{x", "not valid JSON")):
+        with pytest.raises(ApiError) as e:
+            parse_body(data)
+        assert e.value.status == 400 and words in e.value.message, (data[:20], e.value.message)
+    assert parse_body(b'{"a": [1, 2.5, null]}') == {"a": [1, 2.5, None]}
+
+
+def test_worker_lifetime(monkeypatch, tmp_path):
+    """Who owns a worker and when it ends by itself: a headless `serve` has no owner and no idle
+    timeout; an owner is a pid and its start time, so a reused pid does not keep a worker alive."""
+    from core import jobs
+    from core.chat import server
+
+    for k in (server.OWNER_ENV, server.IDLE_ENV, "STUDIO_JOB_DIR"):
+        monkeypatch.delenv(k, raising=False)
+    assert server.resolve_lifetime() == (None, None, None)
+    me, my_start = os.getpid(), jobs.proc_start(os.getpid())
+    monkeypatch.setenv(server.OWNER_ENV, str(me))
+    assert server.resolve_lifetime() == (me, my_start, server.IDLE_S)
+    monkeypatch.setenv(server.IDLE_ENV, "0")
+    assert server.resolve_lifetime() == (me, my_start, None)
+    monkeypatch.setenv(server.OWNER_ENV, "12:34.5")
+    monkeypatch.setenv(server.IDLE_ENV, "90")
+    assert server.resolve_lifetime() == (12, 34.5, 90.0)
+    for bad in ("x", "-3", "1:y"):
+        monkeypatch.setenv(server.OWNER_ENV, bad)
+        with pytest.raises(ValueError, match=server.OWNER_ENV):
+            server.resolve_lifetime()
+    monkeypatch.delenv(server.OWNER_ENV)
+    monkeypatch.delenv(server.IDLE_ENV)
+    (tmp_path / "job.json").write_text(json.dumps({"params": {"owner": me, "owner_start": my_start}}))
+    monkeypatch.setenv("STUDIO_JOB_DIR", str(tmp_path))  # a studio worker: its job names the owner
+    assert server.resolve_lifetime() == (me, my_start, server.IDLE_S)
+
+    w = server.Watch(me, my_start)
+    assert w.why() is None
+    assert server.Watch(me, my_start + 1).why()[0] == "owner_gone"  # the same pid, another process
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead_start = jobs.proc_start(dead.pid)
+    dead.wait()
+    assert server.Watch(dead.pid, dead_start).why()[0] == "owner_gone"
+    now = [0.0]
+    w = server.Watch(idle_s=10, clock=lambda: now[0])
+    now[0] = 9.9
+    assert w.why() is None
+    now[0] = 20
+    assert w.why(busy=True) is None  # a generation running: never idle, and the clock starts again
+    now[0] = 29.9
+    assert w.why() is None
+    now[0] = 30
+    assert w.why() == ("idle", "no request for 10 s")
+    w.touch()
+    assert w.why() is None
+
+
 def test_bind_rules():
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost") and is_loopback("127.0.0.2")
     assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.4") and not is_loopback("example.com")
@@ -147,6 +225,45 @@ def test_cancel_stops_the_model(engine):
     assert engine.cancel_all(wait=30)
     assert g1.result().finish_reason == "cancelled" and g1.completion_tokens < 50
     assert g2.result().finish_reason == "cancelled" and g2.completion_tokens == 0
+
+
+@pytest.mark.slow
+def test_a_prompt_surely_too_long_is_refused_before_tokenizing(engine, monkeypatch):
+    """More characters than the context can hold, at the most characters one token of this tokenizer
+    stands for, is refused without tokenizing; what might fit is tokenized as before (whitespace,
+    marks and the like do not count: normalization may drop or merge them)."""
+    import random
+    import time
+
+    from core.chat import engine as eng
+    from core.data import templates
+
+    per, limit = engine.max_token_chars, engine.max_position - 1
+    assert per == max(len(p) for p in engine.tokenizer.get_vocab())
+    real = templates.prompt_ids
+    calls = []
+    monkeypatch.setattr(templates, "prompt_ids", lambda *a, **k: calls.append(1) or real(*a, **k))
+    t = time.perf_counter()
+    for text in ("apple banana " * 600_000, "翻译成英文：红色的苹果" * 600_000):
+        with pytest.raises(ChatError) as e:
+            engine.encode(user(text))
+        assert e.value.code == "context_length_exceeded" and e.value.param == "messages"
+    assert calls == [] and time.perf_counter() - t < 2.0
+    # over the bound in raw characters but not in kept ones: tokenized, and it fits
+    ws = user("hi" + " " * (per * limit) + "\u0301" * 100)
+    assert engine.encode(ws) and calls
+    # random mixes just past the bound: whenever the shortcut refuses, tokenizing agrees
+    rnd = random.Random(5)
+    alphabet = list("ab  \n\t中文") + ["\u0301", "\u00b4", "가", "\u3131", "\u1100", "\u1161", "\u200b", "😀", "<|user|>",
+                                          "material"]
+    refused = 0
+    for _ in range(20):
+        text = "".join(rnd.choices(alphabet, [rnd.random() for _ in alphabet], k=per * limit))
+        if engine._surely_over(user(text), limit) is not None:
+            refused += 1
+            assert len(real(engine.tokenizer, engine.template, user(text))) > limit
+    print(f"\n{refused} of 20 random mixes refused without tokenizing (tokenizing agreed)")
+    assert refused and eng.kept_chars_over("a b", 1) == 2 and eng.kept_chars_over(" \u0301\u200b", 0) is None
 
 
 @pytest.mark.slow

@@ -15,7 +15,9 @@ answer stops computing at the next token.
         print(delta, end="", flush=True)
 
 Inputs are checked before anything runs; a bad one raises :class:`ChatError` (a ValueError)
-naming the field and what was expected.
+naming the field and what was expected (a bad value is quoted, cut short). A prompt with more
+characters than the context can hold at the most characters one token stands for is refused
+without tokenizing it (:func:`max_token_chars`, :func:`fold_table`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,17 @@ from core.data import templates
 
 DEFAULT_MAX_NEW_TOKENS = 256
 ROLES = ("system", "user", "assistant")
+BRIEF_CHARS = 80  # the most of a bad value an error message repeats
+
+
+def brief(v) -> str:
+    """``repr(v)``, cut to BRIEF_CHARS: an error names the bad value without echoing megabytes of it
+    (or failing on a value nested thousands deep)."""
+    try:
+        r = repr(v)
+    except (RecursionError, ValueError):  # deep nesting; an int past the digit limit
+        return f"a {type(v).__name__}"
+    return r if len(r) <= BRIEF_CHARS else r[:BRIEF_CHARS - 5] + " …" + r[-2:]
 
 
 class ChatError(ValueError):
@@ -87,12 +100,12 @@ class GenParams:
             what = "an integer" if integer else "a number"
             ok_type = isinstance(v, int) if integer else isinstance(v, (int, float))
             if isinstance(v, bool) or not ok_type or (isinstance(v, float) and not math.isfinite(v)):
-                out.append((name, f"{name}: expected {what}, got {v!r}"))
+                out.append((name, f"{name}: expected {what}, got {brief(v)}"))
                 return
             low_bad = v <= lo if lo_open else v < lo
             if low_bad or (hi is not None and v > hi):
                 rng = f"{'(' if lo_open else '['}{lo}, {hi if hi is not None else 'inf'}{']' if hi is not None else ')'}"
-                out.append((name, f"{name}: expected {what} in {rng}, got {v!r}"))
+                out.append((name, f"{name}: expected {what} in {rng}, got {brief(v)}"))
 
         num("max_new_tokens", self.max_new_tokens, 1, None, integer=True, allow_none=True)
         num("temperature", self.temperature, 0, 2)
@@ -104,9 +117,9 @@ class GenParams:
         if self.stop is not None:
             if not isinstance(self.stop, list) or not all(isinstance(s, str) and s for s in self.stop) \
                     or len(self.stop) > 4:
-                out.append(("stop", f"stop: expected up to 4 non-empty strings, got {self.stop!r}"))
+                out.append(("stop", f"stop: expected up to 4 non-empty strings, got {brief(self.stop)}"))
         if not isinstance(self.ignore_eos, bool):
-            out.append(("ignore_eos", f"ignore_eos: expected true or false, got {self.ignore_eos!r}"))
+            out.append(("ignore_eos", f"ignore_eos: expected true or false, got {brief(self.ignore_eos)}"))
         return out
 
     def check(self) -> "GenParams":
@@ -160,7 +173,8 @@ def normalize_messages(messages) -> list[dict]:
         if role == "developer":
             role = "system"
         if role not in ROLES:
-            raise ChatError(f"{where}.role: expected one of system, user, assistant, got {role!r}", f"{where}.role")
+            raise ChatError(f"{where}.role: expected one of system, user, assistant, got {brief(role)}",
+                            f"{where}.role")
         text = _content_text(m.get("content", ""), where)
         if role == "system":
             if out and out[-1]["role"] != "system":
@@ -187,10 +201,14 @@ def messages_from(prompt: str | None = None, history=None, system: str | None = 
 
     if prompt is None or not isinstance(prompt, str):
         raise ChatError(f"context: expected a string, got {type(prompt).__name__}", "context")
+    if system is not None and not isinstance(system, str):
+        raise ChatError(f"system: expected a string, got {type(system).__name__}", "system")
     if isinstance(history, str):
         try:
             history = json.loads(history) if history.strip() else []
-        except json.JSONDecodeError:
+        except RecursionError:
+            raise ChatError("history: a JSON string nested too deeply", "history") from None
+        except ValueError:  # not JSON: one text
             history = [history]
     history = history or []
     if not isinstance(history, list):
@@ -206,6 +224,82 @@ def messages_from(prompt: str | None = None, history=None, system: str | None = 
         msgs.append({"role": "user" if k % 2 == 0 else "assistant", "content": text})
     msgs.append({"role": "user", "content": prompt})
     return normalize_messages(msgs)
+
+
+# ---------------------------------------------------------------- a prompt surely too long, told before tokenizing
+
+# Tokenizing megabytes takes seconds (7 MB: ~6-17 s), all to refuse a prompt over a context of a few
+# thousand tokens. For tokenizers where one token provably stands for at most K characters, a prompt
+# keeping more than K x limit characters after normalization is refused without tokenizing it.
+
+_CONJOINING_JAMO = ((0x1100, 0x11FF), (0xA960, 0xA97F), (0xD7B0, 0xD7FF))
+_FOLDED_CATEGORIES = {"Cc", "Cf", "Cs", "Mn", "Mc", "Me", "Zs", "Zl", "Zp"}
+_FOLDABLE: dict | None = None
+_COUNT_CHUNK = 1 << 16
+
+
+def fold_table() -> dict:
+    """A ``str.translate`` table deleting every character that normalization may drop or fold into a
+    neighbour: whitespace (collapsed), control and format characters (some tokenizers remove them),
+    combining marks (NFC/NFKC compose them into the character before; some tokenizers strip them),
+    surrogates, Hangul jamo (two or three compose into one syllable) and every character whose NFKC
+    form is only such characters (spacing accents: a space and a mark) or holds a conjoining jamo
+    (circled Hangul). Each character left keeps one of its own through NFC/NFKC, lower-casing and
+    whitespace handling: Unicode's other compositions all join a mark to the character before.
+    Built once (~0.3 s): by ``serve`` as it starts, else by the first prompt long enough to need it."""
+    global _FOLDABLE
+    if _FOLDABLE is None:
+        import unicodedata
+
+        jamo = {cp for a, b in _CONJOINING_JAMO for cp in range(a, b + 1)}
+        drop = set(jamo) | set(range(0x3130, 0x3190)) | set(range(0xFFA0, 0xFFDD))  # + compatibility jamo
+        for cp in range(0x110000):
+            c = chr(cp)
+            if unicodedata.category(c) in _FOLDED_CATEGORIES or c.isspace():
+                drop.add(cp)
+        for cp in range(0x110000):
+            c = chr(cp)
+            if cp not in drop and unicodedata.decomposition(c):
+                nf = [ord(x) for x in unicodedata.normalize("NFKC", c)]
+                if all(x in drop for x in nf) or any(x in jamo for x in nf):
+                    drop.add(cp)
+        _FOLDABLE = dict.fromkeys(drop)
+    return _FOLDABLE
+
+
+def kept_chars_over(text: str, bound: int) -> int | None:
+    """How many characters of ``text`` survive any normalization (see :func:`fold_table`), counted
+    only until the count passes ``bound``; None when it never does."""
+    table, kept = fold_table(), 0
+    for i in range(0, len(text), _COUNT_CHUNK):
+        kept += len(text[i:i + _COUNT_CHUNK].translate(table))
+        if kept > bound:
+            return kept
+    return None
+
+
+def max_token_chars(tokenizer) -> int | None:
+    """The most characters of normalized text one token can stand for; None when unbounded or unknown.
+
+    Bounded for a sentencepiece model with byte fallback (an unknown character becomes byte pieces;
+    without it, sentencepiece folds a run of unknown characters into one <unk>) and for byte-level
+    BPE (GPT-2, Qwen2: every byte is in the vocabulary, and a piece is written one character per
+    byte). Every token is then a vocabulary piece or an added token standing for at most as many
+    characters as it has (a byte piece such as <0xE4> for less than one), so the longest one bounds it.
+    """
+    try:
+        sp = getattr(tokenizer, "sp_model", None)
+        if sp is not None:
+            unk = sp.unk_id()
+            if any(sp.piece_to_id(f"<0x{b:02X}>") == unk for b in range(256)):
+                return None
+        elif len(getattr(tokenizer, "byte_encoder", None) or ()) != 256:
+            return None
+        pieces = [*tokenizer.get_vocab(), *(getattr(tokenizer, "added_tokens_encoder", None) or {}),
+                  *map(str, getattr(tokenizer, "all_special_tokens", None) or [])]
+    except Exception:  # noqa: BLE001 - a tokenizer we cannot inspect gets no shortcut
+        return None
+    return max(map(len, pieces), default=0) or None
 
 
 # ---------------------------------------------------------------- generation
@@ -450,6 +544,7 @@ class ChatEngine:
         self.max_position = int(getattr(cfg, "max_position_embeddings", 0) or 2048)
         self.vocab_size = int(getattr(cfg, "vocab_size", 0) or len(self.tokenizer))
         self.eos_id = self.tokenizer.eos_token_id
+        self.max_token_chars = max_token_chars(self.tokenizer)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_id
         self._lock = threading.Lock()
         self._stats_lock = threading.Lock()
@@ -508,14 +603,36 @@ class ChatEngine:
     def encode(self, messages, src_length: int | None = None) -> list[int]:
         """Prompt token ids of checked messages; ChatError when longer than the limit."""
         msgs = normalize_messages(messages)
-        ids = templates.prompt_ids(self.tokenizer, self.template, msgs)
         limit = min(src_length or self.max_position - 1, self.max_position - 1)
+        why = f"src_length {src_length}" if src_length and src_length < self.max_position - 1 else \
+            f"the model's context of {self.max_position} tokens, less one for the answer"
+        if self._surely_over(msgs, limit) is not None:
+            per = self.max_token_chars
+            raise ChatError(f"messages: the prompt is over the limit of {limit} tokens ({why}): it holds more "
+                            f"than {per * limit} characters, and one token of this model stands for at most {per}; "
+                            f"shorten the conversation", "messages", code="context_length_exceeded")
+        ids = templates.prompt_ids(self.tokenizer, self.template, msgs)
         if len(ids) > limit:
-            why = f"src_length {src_length}" if src_length and src_length < self.max_position - 1 else \
-                f"the model's context of {self.max_position} tokens, less one for the answer"
             raise ChatError(f"messages: the prompt is {len(ids)} tokens, over the limit of {limit} ({why}); "
                             f"shorten the conversation", "messages", code="context_length_exceeded")
         return ids
+
+    def _surely_over(self, msgs: list[dict], limit: int) -> int | None:
+        """Characters the prompt keeps after any normalization, when that many cannot fit in ``limit``
+        tokens (at most ``max_token_chars`` each); None when it may fit (tokenize to know). Counts the
+        text the tokenizer will see: the rendered template (a template may leave a message out), or
+        every message (prompts without a template hold them all)."""
+        per = self.max_token_chars
+        if not per or sum(len(m["content"]) for m in msgs) <= per * limit:
+            return None  # short enough that only tokenizing can tell
+        if self.template:
+            try:
+                text = templates.render(self.template, msgs, self.tokenizer, add_generation_prompt=True)
+            except Exception:  # noqa: BLE001 - a template that refuses these messages: tokenizing says how
+                return None
+        else:
+            text = "\n".join(m["content"] for m in msgs)
+        return kept_chars_over(text, per * limit)
 
     def _max_new(self, n_prompt: int, p: GenParams) -> int:
         room = self.max_position - n_prompt
@@ -523,7 +640,7 @@ class ChatEngine:
             return max(1, min(DEFAULT_MAX_NEW_TOKENS, room))
         if p.max_new_tokens > room:
             raise ChatError(f"max_new_tokens: the prompt is {n_prompt} tokens and the model's context is "
-                            f"{self.max_position}, so at most {room} new tokens fit, got {p.max_new_tokens}",
+                            f"{self.max_position}, so at most {room} new tokens fit, got {brief(p.max_new_tokens)}",
                             "max_new_tokens", code="context_length_exceeded")
         return p.max_new_tokens
 

@@ -1,13 +1,20 @@
 """Chat workers as jobs: one `paddle-studio serve` job per loaded model, found again by its key.
 
 A key is "model:DIR" or "adapter:DIR". The worker's ready file lives in its job directory, so
-listing the running serve jobs is the registry: a page reload, a studio restart or the Jobs view
-all see the same workers, and Stop in the Jobs view unloads a model as Unload does.
+listing the running serve jobs is the registry: a page reload or the Jobs view see the same
+workers, and Stop in the Jobs view unloads a model as Unload does.
+
+A worker is owned by the process that loaded it (the studio): its job's params name the owner's
+pid and start time, and the worker ends by itself within a second or two of the owner's end (SIGTERM,
+Ctrl-C or kill -9 alike), or after 30 min without a request ($PADDLE_STUDIO_SERVE_IDLE_S, in
+seconds, changes that; 0 turns it off). Its job then ends "succeeded", its result saying why
+({"ended": "owner_gone" | "idle", "reason": ...}); Unload and Stop end it "stopped".
 """
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -36,8 +43,9 @@ def worker_for(key: str | None) -> server.Worker | None:
     return server.attach_worker(str(d / "ready.json"), str(d / "log.txt"))
 
 
-def load(key: str, timeout: float = 300) -> server.Worker:
-    """Start (or find) the worker for ``key`` and wait until it listens."""
+def load(key: str, timeout: float = 300, owner: int | None = None) -> server.Worker:
+    """Start (or find) the worker for ``key`` and wait until it listens. ``owner``: the process
+    whose end ends a worker started here (default: this one; 0: none)."""
     with _lock:
         w = worker_for(key)
         if w is not None:
@@ -48,7 +56,11 @@ def load(key: str, timeout: float = 300) -> server.Worker:
         name = Path(path).parent.name if Path(path).name == "output" else Path(path).name
         args = ["serve", "--host", "127.0.0.1", "--port", "0", "--ready-file", "{job}/ready.json", "--name", name,
                 "--adapter" if kind == "adapter" else "--model", path]
-        job_id = jobs.submit("serve", args, title=name, params={"key": key, "name": name})
+        owner = os.getpid() if owner is None else owner
+        params = {"key": key, "name": name}
+        if owner:
+            params.update(owner=owner, owner_start=jobs.proc_start(owner))
+        job_id = jobs.submit("serve", args, title=name, params=params)
     d = jobs.jobs_dir() / job_id
     deadline = time.time() + timeout
     while time.time() < deadline:

@@ -2,7 +2,8 @@
 
 Load starts a serve worker job for the picked model (workspace models, merged and quantized
 models, run outputs and adapters); Unload stops it. Workers are jobs (core.chat.workers), so a
-reload, a studio restart and the Jobs tab all see the same ones. Answers
+reload and the Jobs tab see the same ones; a worker ends by itself once the studio that loaded it
+is gone, or after 30 min without a request. Answers
 stream token by token over HTTP; Stop closes the stream, which makes the worker stop
 generating. Compare sends one prompt to two models side by side.
 """
