@@ -43,13 +43,23 @@ def cmd_ui(a) -> int:
     # the studio is loaded by name: the engine never imports the UI (tests/test_architecture.py)
     import importlib
 
+    # a secret on the command line is visible to every user in `ps`: the environment is not; read,
+    # it leaves this process's environment, so no child (warm spare, run, job, worker) inherits it
+    env_auth = os.environ.pop("PADDLE_STUDIO_AUTH", None)
+    auth = a.auth or env_auth or None
+    try:
+        bind = importlib.import_module("studio.bind")  # light: a refused --host is said before gradio loads
+    except ImportError as e:
+        return _fail(f"the studio UI is not installed ({e}); every other verb works without it")
+    try:
+        bind.check_bind(a.host, auth)
+    except ValueError as e:
+        return _fail(str(e))
     try:
         app = importlib.import_module("studio.app")
     except ImportError as e:
         return _fail(f"the studio UI is not installed ({e}); every other verb works without it")
-    # a secret on the command line is visible to every user in `ps`: the environment is not
-    return app.main(host=a.host, port=a.port, auth=a.auth or os.environ.get("PADDLE_STUDIO_AUTH") or None, lang=a.lang,
-                    demo=a.demo)
+    return app.main(host=a.host, port=a.port, auth=auth, lang=a.lang, demo=a.demo)
 
 
 def cmd_demo_init(a) -> int:
@@ -953,6 +963,34 @@ def _terminate(signum, frame):
     raise SystemExit(128 + signum)  # so finally-blocks remove temp folders when a job is stopped
 
 
+class _KeepTerminateOverPaddle:
+    """A meta-path finder that puts _terminate back once `import paddle` is done: importing paddle
+    installs a C++ SIGTERM handler (a stack dump, then death by the signal) over ours, so a
+    stopped merge/quantize/eval job died without its finally-blocks (temp folders left behind)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "paddle":
+            return None
+        import importlib.util
+        import signal
+
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            try:
+                signal.signal(signal.SIGTERM, _terminate)
+            except ValueError:  # imported outside the main thread
+                pass
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     import signal
@@ -960,6 +998,8 @@ def main(argv: list[str] | None = None) -> int:
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         try:
             signal.signal(signal.SIGTERM, _terminate)
+            if "paddle" not in sys.modules:
+                sys.meta_path.insert(0, _KeepTerminateOverPaddle())
         except ValueError:  # not the main thread (called in-process)
             pass
     from core.data.datasets import DatasetError

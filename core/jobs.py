@@ -198,10 +198,15 @@ def stop_processes(status: dict, grace: float = STOP_GRACE, also: list = (), lea
     psutil.wait_procs(left, timeout=3)
 
 
+SECRETS = ("PADDLE_STUDIO_AUTH",)  # the studio's login: no run, job, worker or spare needs it
+
+
 def child_env(extra: dict | None = None) -> dict:
-    """The environment of a supervisor or child: the repository on PYTHONPATH, unbuffered output."""
+    """The environment of a supervisor or child: the repository on PYTHONPATH, unbuffered output,
+    none of the studio's secrets."""
     path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    return {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1", **(extra or {})}
+    base = {k: v for k, v in os.environ.items() if k not in SECRETS}
+    return {**base, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1", **(extra or {})}
 
 
 def spawn_detached(argv: list[str], log: Path, cwd: Path, env: dict | None = None) -> subprocess.Popen:

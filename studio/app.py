@@ -1,4 +1,4 @@
-"""The studio: builds the Blocks from the tab modules, the zh/en switch, bind/auth rules, launch.
+"""The studio: builds the Blocks from the tab modules, the zh/en switch, launch (bind/auth rules: studio/bind.py).
 
 Start-up stays light: paddle and paddlenlp are never imported here; tabs import engine
 modules whose heavy parts load inside functions, in the handler that needs them.
@@ -23,6 +23,8 @@ import gradio as gr  # noqa: E402
 
 from core import catalog, system, workspace
 from core import demo as demo_ws
+from core.cli import os_error_message
+from studio.bind import LoginGate, check_bind
 from studio.locales import LANGS, t
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
@@ -517,22 +519,6 @@ class EarlyScript:
         await self.app(scope, receive, wrapped)
 
 
-def check_bind(host: str, auth: str | None) -> tuple[str, str] | None:
-    """Return the (user, password) pair; refuse a non-loopback bind without auth (ValueError)."""
-    pair = None
-    if auth:
-        user, sep, password = auth.partition(":")
-        if not sep or not user or not password:
-            raise ValueError("--auth must be USER:PASS with both parts non-empty")
-        pair = (user, password)
-    if not system.is_loopback(host) and pair is None:
-        raise ValueError(
-            f"refusing to bind {host}: the studio can start training and read files, so binding beyond "
-            "loopback needs --auth USER:PASS (or use --host 127.0.0.1 and an SSH tunnel)"
-        )
-    return pair
-
-
 def port_in_use(host: str, port: int) -> str | None:
     """Why ``host:port`` cannot be listened on (in use, no such address), or None when it can."""
     import socket
@@ -598,33 +584,52 @@ def forget_finished_events(app: gr.Blocks, every: float = EVENT_LOG_S) -> None:
     threading.Thread(target=loop, name="event-log", daemon=True).start()
 
 
+class Reconciler:
+    """One look at the workspace per call of ``step`` (keep_reconciling's loop): every run's and
+    job's status every ``every`` seconds, the warm spare each time. A failure is logged once until
+    it changes or goes away: a read-only workspace fails the same way every few seconds."""
+
+    def __init__(self, every: float):
+        self.every, self.last, self.said = every, 0.0, None
+
+    def step(self) -> None:
+        try:
+            if time.monotonic() - self.last >= self.every:
+                self.last = time.monotonic()
+                catalog.reconcile()
+            catalog.keep_warm()
+            if self.said is not None:
+                sys.stderr.write("paddle-studio: reconciling the workspace works again\n")
+                self.said = None
+        except Exception as e:  # noqa: BLE001 - a bad file must not end the loop; said in the log, once
+            text = os_error_message(e) if isinstance(e, OSError) else str(e)
+            if text != self.said:
+                sys.stderr.write(f"paddle-studio: reconciling the workspace failed: {text} "
+                                 "(said once; retried every few seconds)\n")
+                self.said = text
+
+
 def keep_reconciling(every: float = RECONCILE_S) -> None:
     """While the studio runs, read every run's and job's status every ``every`` seconds, page open
     or not: a read settles a run or job whose supervisor vanished (its processes ended, the run
     queued behind it started), so nothing waits for somebody to look."""
     import threading
-    import time
 
     def loop():
         # the first look comes soon (it also starts the warm spare for the first run), but not
         # during the studio's own start-up; the spare is looked after every WARM_S (a run that
         # just ended leaves none), the rest every ``every`` seconds
         time.sleep(min(3.0, every))
-        last = 0.0
+        r = Reconciler(every)
         while True:
-            try:
-                if time.monotonic() - last >= every:
-                    last = time.monotonic()
-                    catalog.reconcile()
-                catalog.keep_warm()
-            except Exception as e:  # noqa: BLE001 - a bad file must not end the loop; said in the log
-                sys.stderr.write(f"paddle-studio: reconciling the workspace failed: {e}\n")
+            r.step()
             time.sleep(min(WARM_S, every))
 
     threading.Thread(target=loop, name="reconcile", daemon=True).start()
 
 
 def main(host: str = "127.0.0.1", port: int = 7860, auth: str | None = None, lang: str = "en", demo: bool = False) -> int:
+    os.environ.pop("PADDLE_STUDIO_AUTH", None)  # the login secret: no child process (spare, run, job) inherits it
     try:
         pair = check_bind(host, auth)
     except ValueError as e:
@@ -656,6 +661,8 @@ def main(host: str = "127.0.0.1", port: int = 7860, auth: str | None = None, lan
         allowed_paths=[str(workspace.home())],
         quiet=False,
         ssr_mode=False,
-        app_kwargs={"middleware": [Middleware(EarlyScript, script=RAF_GUARD_JS + PLOT_PURGE_JS)]},
+        # with auth, the gate (studio/bind.py) comes first: before login only the login page answers
+        app_kwargs={"middleware": [Middleware(LoginGate)] * (pair is not None)
+                    + [Middleware(EarlyScript, script=RAF_GUARD_JS + PLOT_PURGE_JS)]},
     )
     return 0

@@ -159,3 +159,35 @@ def test_process_start_is_counted_from_boot_not_from_the_wall_clock():
     uptime = float(open("/proc/uptime").read().split()[0])
     assert 0 <= start <= uptime + 1
     assert jobs.alive(os.getpid(), start) and not jobs.alive(os.getpid(), start - 5)
+
+
+def test_a_stopped_verb_runs_its_finally_blocks_after_importing_paddle(tmp_path):
+    """Importing paddle puts a C++ SIGTERM handler (stack dump, death by the signal) over the CLI's;
+    the CLI puts its own back, so a stopped merge/quantize/eval job still removes its temp folders."""
+    import subprocess
+
+    script = tmp_path / "verb.py"
+    script.write_text(
+        "import sys, time\n"
+        f"sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})\n"
+        "from core import cli\n"
+        "def verb(a):\n"
+        "    import paddle  # noqa: F401\n"
+        "    print('ready', flush=True)\n"
+        "    try:\n"
+        "        time.sleep(60)\n"
+        "    finally:\n"
+        "        open(sys.argv[1], 'w').write('cleaned up')\n"
+        "cli.cmd_merge = verb\n"
+        f"sys.exit(cli.main(['merge', '--adapter', 'x', '--out', {str(tmp_path / 'out')!r}]))\n")
+    mark = tmp_path / "mark"
+    proc = subprocess.Popen([sys.executable, str(script), str(mark)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"  # the only line it prints: read, then the pipe is done
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 128 + signal.SIGTERM
+    finally:
+        proc.kill()
+        proc.stdout.close()
+    assert mark.read_text() == "cleaned up"

@@ -113,3 +113,25 @@ def test_a_spare_ends_when_its_owner_is_gone(home):
     run_id = make_run(home, "after", 2)
     assert runs.start(run_id)["warm"] is False  # nothing left to claim
     wait_for(lambda: runs.status(run_id)["state"] not in ("queued", "running"), 120, 0.2)
+
+
+def test_a_spare_does_not_inherit_the_studios_login_secret(home, monkeypatch):
+    """The spare supervisor and its warm rank run with a run's environment less $PADDLE_STUDIO_AUTH."""
+    from pathlib import Path
+
+    from core import jobs
+
+    monkeypatch.setenv("PADDLE_STUDIO_AUTH", "admin:secret")
+    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    try:
+        s = warm.keep_spare(owner.pid)
+        info = wait_for(lambda: (jobs.read_json(s / "spare.json", {}) or {}).get("child") and jobs.read_json(s / "spare.json"),
+                        60, 0.05)
+        for pid in (info["pid"], info["child"]):
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            assert f"PADDLE_STUDIO_HOME={home}".encode() in env  # the rest is inherited
+            assert not [e for e in env if e.startswith(b"PADDLE_STUDIO_AUTH=")], pid
+    finally:
+        owner.kill()
+        owner.wait()
+    wait_for(lambda: not s.exists(), 30, 0.1)

@@ -699,7 +699,7 @@ def start_worker(model: str | None, adapter: str | None = None, port: int | None
         cmd += ["--adapter", str(adapter)]
     if name:
         cmd += ["--name", name]
-    child_env = {**os.environ, **(env or {})}
+    child_env = {k: v for k, v in os.environ.items() if k not in jobs.SECRETS} | (env or {})
     child_env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [child_env.get("PYTHONPATH")] if p])
     if api_key:
         child_env[API_KEY_ENV] = api_key

@@ -36,6 +36,11 @@ POLL_S = 0.02  # how often a spare looks for its claim (a stat; costs nothing me
 ENTRY = Path(__file__).resolve().parent / "entry.py"
 
 
+def spare_env() -> dict:
+    """The environment of a spare and its warm child: a run's (jobs.child_env: no studio secret)."""
+    return jobs.child_env()
+
+
 def enabled() -> bool:
     return os.environ.get("PADDLE_STUDIO_WARM", "1") != "0"
 
@@ -71,7 +76,7 @@ def keep_spare(owner: int | None = None) -> Path | None:
     root.mkdir(parents=True, exist_ok=True)
     s = workspace.new_dir(root, f"{os.getpid()}")
     argv = [sys.executable, "-m", "core.train.runs", "spare", str(s), str(owner or os.getpid())]
-    proc = jobs.spawn_detached(argv, s / "supervisor.log", s)
+    proc = jobs.spawn_detached(argv, s / "supervisor.log", s, env=spare_env())
     workspace.write_json_atomic(s / "spare.json", {"pid": proc.pid, "start": jobs.proc_start(proc.pid)})
     return s
 
@@ -112,7 +117,7 @@ def serve_spare(s: Path, owner: int, supervise) -> int:
     with open(s / "warm.log", "ab") as log:
         child = subprocess.Popen([sys.executable, str(ENTRY), "--warm", str(s)], stdout=log,
                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                                 cwd=str(s), env=jobs.child_env())
+                                 cwd=str(s), env=spare_env())
     info = jobs.read_json(s / "spare.json", {}) or {}
     workspace.write_json_atomic(s / "spare.json", {**info, "pid": os.getpid(), "start": jobs.proc_start(os.getpid()),
                                                    "child": child.pid, "owner": owner})
