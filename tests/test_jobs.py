@@ -173,20 +173,23 @@ def test_a_stopped_verb_runs_its_finally_blocks_after_importing_paddle(tmp_path)
         "from core import cli\n"
         "def verb(a):\n"
         "    import paddle  # noqa: F401\n"
-        "    print('ready', flush=True)\n"
         "    try:\n"
+        "        print('ready', flush=True)\n"
         "        time.sleep(60)\n"
         "    finally:\n"
         "        open(sys.argv[1], 'w').write('cleaned up')\n"
         "cli.cmd_merge = verb\n"
         f"sys.exit(cli.main(['merge', '--adapter', 'x', '--out', {str(tmp_path / 'out')!r}]))\n")
     mark = tmp_path / "mark"
-    proc = subprocess.Popen([sys.executable, str(script), str(mark)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True)
+    err = tmp_path / "stderr.txt"
+    with open(err, "wb") as e:
+        proc = subprocess.Popen([sys.executable, str(script), str(mark)], stdout=subprocess.PIPE, stderr=e, text=True)
     try:
-        assert proc.stdout.readline().strip() == "ready"  # the only line it prints: read, then the pipe is done
+        line = proc.stdout.readline()  # the only line it prints: read, then the pipe is done
+        assert line.strip() == "ready", (line, err.read_text()[-2000:])
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(30) == 128 + signal.SIGTERM
+        code = proc.wait(60)
+        assert code == 128 + signal.SIGTERM, (code, err.read_text()[-2000:])
     finally:
         proc.kill()
         proc.stdout.close()
