@@ -299,3 +299,24 @@ def test_kill9_of_each_process_of_a_dpo_run_then_resume(home, monkeypatch):
     begins = [r["step"] for r in recs if r.get("event") == "train_begin"]
     assert begins[0] == 0 and begins[-1] == int(last.name.split("-")[1]) and len(begins) == 3
     assert max(r["step"] for r in recs if "loss" in r) == 60
+
+
+def test_the_llm_switches_of_a_dpo_file_reach_the_model_config():
+    """run_dpo.py's training arguments carry LlmMetaConfig's switches (@llmmetaclass); the studio's
+    DPO entry parses the same class, so use_fused_rope & co. reach the model's config instead of
+    being dropped by parse_dict."""
+    from paddlenlp.transformers import LlamaConfig
+    from paddlenlp.transformers.configuration_utils import LlmMetaConfig
+
+    from core.train import dpo
+
+    args = dpo.split_training_args({"output_dir": "/tmp/unused", "use_fused_rope": True,
+                                    "tensor_parallel_output": False, "recompute_use_reentrant": True, "beta": 0.2})
+    model_config = LlamaConfig()
+    assert not model_config.use_fused_rope
+    LlmMetaConfig.set_llm_config(model_config, args)
+    assert model_config.use_fused_rope is True and model_config.tensor_parallel_output is False
+    assert model_config.recompute_use_reentrant is True
+    from core.train import upstream
+
+    assert "normalize_logps" not in dpo.DPO_CONFIG_KEYS and "orpo" in upstream.DPO_LOSSES

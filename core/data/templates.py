@@ -47,6 +47,55 @@ def load_template(tokenizer, model_dir: str | Path | None = None, path: str | Pa
     return None
 
 
+def no_template(value) -> bool:
+    """Whether a run's ``chat_template`` value means "train without a template" to upstream: "none"
+    in any case, or JSON null (upstream's parse_json_file_and_cmd_lines hands every JSON value to
+    argparse as text, so null arrives as "None")."""
+    return value is None or str(value).lower() == "none"
+
+
+def template_for_run(tokenizer, tok_dir: str | Path, flat: dict) -> str | None:
+    """The template a training config names, read as upstream's llm/run_finetune.py reads it
+    (paddlenlp.trl.llm_utils.init_chat_template after AutoTokenizer.from_pretrained):
+
+    - no ``chat_template`` key: the tokenizer's own template (tokenizer_config.json / chat_template.json);
+    - "none" or null: no template (upstream sets ``tokenizer.chat_template = None``): the prompt is the
+      bare text, BOS first, and the answer ends with EOS;
+    - the model folder itself: the tokenizer's own;
+    - another folder: its chat_template.json when it has one, else the tokenizer's own (upstream warns);
+    - a file: that file; a path that is not there: the tokenizer's own (upstream warns; the studio's
+      check refuses it before a run).
+    """
+    if "chat_template" not in flat:
+        return load_template(tokenizer, tok_dir)
+    value = flat["chat_template"]
+    if no_template(value):
+        return None
+    if value == flat.get("model_name_or_path") or not str(value):
+        return load_template(tokenizer, tok_dir)
+    path = Path(str(value))
+    if path.is_dir():
+        path = path / "chat_template.json"
+    if path.is_file():
+        return load_template(tokenizer, path=path)
+    return load_template(tokenizer, tok_dir)
+
+
+def keep_with_tokenizer(tokenizer, template: str | None) -> None:
+    """Make ``tokenizer.save_pretrained`` write the template training used (none: none), so chat,
+    evaluation and the round-trip check of the saved model tokenize as training did. PaddleNLP
+    writes tokenizer_config.json's chat_template from the tokenizer's init kwargs: clearing
+    ``tokenizer.chat_template`` alone (what upstream does for "none") still saves the old one."""
+    kwargs = getattr(tokenizer, "init_kwargs", None)
+    if not isinstance(kwargs, dict):
+        return
+    if template:
+        kwargs["chat_template"] = template
+    else:
+        kwargs.pop("chat_template", None)
+        tokenizer.chat_template = None
+
+
 _COMPILED: dict[str, object] = {}
 
 

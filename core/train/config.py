@@ -19,9 +19,11 @@ import re
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from core.train import upstream
+
 PRESETS_DIR = Path(__file__).resolve().parents[2] / "presets"
 METHODS = ("sft", "lora", "prefix", "vera", "lokr", "reft", "qlora", "pretrain", "dpo")
-DPO_LOSS_TYPES = ("sigmoid", "hinge", "ipo", "kto_pair", "sppo_hard", "nca_pair", "dpop", "or", "simpo")
+DPO_LOSS_TYPES = upstream.DPO_LOSSES
 # DPO's settings: the studio's field -> the key upstream's run_dpo.py reads
 DPO_KEYS = {"dpo_beta": "beta", "dpo_loss_type": "loss_type", "dpo_lora": "lora", "dpo_sft_loss_ratio": "sft_loss_ratio"}
 # ReFT's settings: the studio's field -> the key upstream's llm/utils ReftArgument reads
@@ -287,6 +289,8 @@ class RunConfig:
                         setattr(obj, f.name, upstream.default(f.name))
                     except KeyError:
                         pass
+        if "chat_template" in d and d["chat_template"] is None:  # upstream reads null as "None": no template
+            cfg.data.chat_template = "none"  # (None here means the key left out: the tokenizer's own)
         m = cfg.method
         if upstream.is_dpo(d):  # run_dpo.py's names for the data and lengths
             train = d.get("train_dataset_path")
@@ -808,6 +812,26 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
     if tr.fp16 and tr.bf16:
         add("fp16_and_bf16", "training.bf16")
     x = cfg.extra or {}
+    # chat_template as upstream's init_chat_template reads it: "none" trains without a template, a folder
+    # means its chat_template.json (else the tokenizer's own); a path that is not there would make upstream
+    # warn and train with the tokenizer's own template, which nobody asked for
+    ct = d.chat_template
+    if isinstance(ct, str) and ct and ct.lower() != "none" and ct != model_dir and not Path(ct).exists():
+        add("bad_value", "data.chat_template", value=ct,
+            expected="a chat template file, a folder holding chat_template.json, the model folder (its tokenizer's "
+                     "own template) or \"none\" (no template); no such path here, and upstream's run_finetune.py "
+                     "would then train with the tokenizer's own template")
+    if m.method in ("lora", "qlora") and "lora_path" in x:
+        lp = x["lora_path"]
+        if lp is None or (isinstance(lp, str) and lp.lower() == "none"):
+            add("bad_value", "extra.lora_path", value=lp,
+                expected="the folder of a saved LoRA adapter to start from, or left out to train a new one "
+                         "(upstream's run_finetune.py reads JSON null as the text \"None\" and stops: \"Can't find "
+                         "lora_config.json at 'None'\")")
+        elif not isinstance(lp, str) or not (Path(lp) / "lora_config.json").is_file():
+            add("bad_value", "extra.lora_path", value=lp,
+                expected="the folder of a saved LoRA adapter (with its lora_config.json: upstream stops with "
+                         "\"Can't find lora_config.json\" otherwise)")
     if tr.lr_scheduler_type == "constant" and isinstance(tr.warmup_steps, int) and tr.warmup_steps > 0:
         add("warmup_ignored", "training.warmup_steps", warmup=tr.warmup_steps)
     if m.method in ("lora", "qlora", "vera", "lokr", "dpo"):
@@ -1020,11 +1044,10 @@ def load_run_file(path: str | Path, name: str | None = None) -> RunConfig:
         if isinstance(d, dict) and "method" in d and "config" in d and p.parent.name == "runs":
             cfg = load_preset(p.stem)
         else:  # a PaddleNLP argument JSON; the studio's saved configs add their launch settings
-            if upstream.is_dpo(d):  # llm/alignment/dpo/run_dpo.py's keys: the dpo method
-                found = upstream.problems({k: v for k, v in d.items() if k not in upstream.STUDIO_KEYS},
-                                          known=upstream.dpo_table(), script=upstream.DPO_SCRIPT)
-            else:
-                found = upstream.problems(d)
+            # as upstream's parser reads it ("max_steps": "3" is 3), against the keys of the entry the
+            # file is for (run_dpo.py's for a DPO file: the dpo method); the file's name tells
+            # run_dpo.py's, run_kto.py's and rm/flashmask's files apart where their keys cannot
+            d, found = upstream.read(d, name=p.name)
             if found:
                 raise FileProblems(p, [{**x, "message": upstream.message(x)} for x in found])
             cfg = from_saved(d, p.stem)

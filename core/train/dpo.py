@@ -21,7 +21,7 @@ from pathlib import Path
 from core.train.upstream import DPO_ARGUMENT_KEYS
 
 DPO_CONFIG_KEYS = ("beta", "simpo_gamma", "label_smoothing", "loss_type", "pref_loss_ratio", "sft_loss_ratio",
-                   "dpop_lambda", "normalize_logps", "ref_model_update_steps", "reference_free", "lora")
+                   "dpop_lambda", "ref_model_update_steps", "reference_free", "lora")
 
 
 @dataclass
@@ -47,12 +47,21 @@ def dpo_config(flat: dict):
 
 
 def split_training_args(flat: dict):
-    """TrainingArguments from the keys run_dpo.py's DPOTrainingArguments reads (strict: a key none of
-    run_dpo.py's argument classes has stops the run, as upstream's parser would)."""
+    """The training arguments run_dpo.py reads: TrainingArguments plus the LLM switches
+    (use_fused_rope, tensor_parallel_output, recompute_use_reentrant, …) that upstream's
+    ``@llmmetaclass`` adds and LlmMetaConfig.set_llm_config copies into the model's config. The
+    keys a file may hold are checked before launch (core.train.upstream's table of run_dpo.py);
+    parse_dict itself drops what no field takes."""
     from paddlenlp.trainer import PdArgumentParser, TrainingArguments
+    from paddlenlp.transformers.configuration_utils import llmmetaclass
+
+    @dataclass
+    @llmmetaclass
+    class DPOTrainingArguments(TrainingArguments):
+        pass
 
     aside = set(DPO_ARGUMENT_KEYS) - {"unified_checkpoint"}
-    (args,) = PdArgumentParser((TrainingArguments,)).parse_dict({k: v for k, v in flat.items() if k not in aside})
+    (args,) = PdArgumentParser((DPOTrainingArguments,)).parse_dict({k: v for k, v in flat.items() if k not in aside})
     return args
 
 
@@ -141,7 +150,10 @@ def main(run_dir: Path, flat: dict, resume: bool, entry) -> int:
 
         rank = int(flat.get("lora_rank", 8))
         alpha = int(flat.get("lora_alpha", -1))
-        model = LoRAModel(model, LoRAConfig(target_modules=family["target_modules"], r=rank,
+        # a resumed run is rebuilt in the target order its checkpoint recorded (entry.recorded_targets)
+        found = checkpoints.last_complete(Path(training_args.output_dir)) if resume else None
+        targets = entry.recorded_targets(found) or family["target_modules"]
+        model = LoRAModel(model, LoRAConfig(target_modules=targets, r=rank,
                                             lora_alpha=alpha if alpha > 0 else 2 * rank, merge_weights=False,
                                             dtype="float32", base_model_name_or_path=model_dir))
         model.mark_only_lora_as_trainable()

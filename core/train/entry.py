@@ -329,11 +329,46 @@ def settle_pissa(model) -> int:
     return n
 
 
-def apply_method(model, model_args, flat: dict, family: dict):
-    """Wrap ``model`` for LoRA / prefix / VeRA / LoKr (PaddleNLP PEFT classes); full SFT returns it as is."""
-    targets = family["target_modules"]
+ADAPTER_CONFIGS = ("lora_config.json", "vera_config.json", "lokr_config.json")
+
+
+def recorded_targets(ckpt: str | Path | None) -> list[str] | None:
+    """The target_modules a checkpoint's adapter was built with, in its order (its lora_config.json,
+    vera_config.json or lokr_config.json), or None. PaddleNLP makes the adapter layers pattern by
+    pattern in that order, and the layers' creation order names their parameters and so the
+    optimizer state (``lo_ra_linear_24.w_1_moment1_0``): a run resumed must be rebuilt in the order
+    it was made in. Studio runs before 2026-12 listed the targets in another order than upstream's
+    get_lora_target_modules (the family presets now use upstream's); they resume in their own."""
+    for name in ADAPTER_CONFIGS if ckpt else ():
+        try:
+            targets = json.loads((Path(ckpt) / name).read_text(encoding="utf-8")).get("target_modules")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(targets, str):
+            return [targets]
+        if isinstance(targets, list) and targets and all(isinstance(t, str) for t in targets):
+            return targets
+    return None
+
+
+def apply_method(model, model_args, flat: dict, family: dict, targets: list[str] | None = None):
+    """Wrap ``model`` for LoRA / prefix / VeRA / LoKr (PaddleNLP PEFT classes); full SFT returns it as is.
+
+    ``targets``: the adapter's target_modules; by default the family preset's, which are upstream's
+    get_lora_target_modules for the family in its order (a resumed run passes what it recorded).
+    ``lora_path`` starts LoRA from a saved adapter (its own lora_config.json), as upstream does."""
+    targets = targets or family["target_modules"]
     dtype = "float32"
-    if model_args.lora:
+    if model_args.lora and model_args.lora_path:
+        from paddlenlp.peft import LoRAModel
+
+        model = LoRAModel.from_pretrained(model=model, lora_path=model_args.lora_path)
+        model.mark_only_lora_as_trainable()
+        if model.lora_config.pissa:  # its trained A and B, not PaddleNLP's lazy SVD start over them
+            from core.models.loading import restore_pissa
+
+            restore_pissa(model)
+    elif model_args.lora:
         from paddlenlp.peft import LoRAConfig, LoRAModel
 
         cfg = LoRAConfig(
@@ -390,16 +425,23 @@ def apply_method(model, model_args, flat: dict, family: dict):
     return model
 
 
+def neftune_scale(alpha: float, shape) -> float:
+    """NEFTune's noise bound for an embedding output of ``shape`` [batch, seq, hidden], as upstream's
+    llm/run_finetune.py computes it: alpha / sqrt(batch * seq). (The NEFTune paper divides by
+    sqrt(seq * hidden); the studio used that until 2026-12, ~2.8x less noise than upstream on the
+    demo run: the key must mean what it means upstream.)"""
+    return alpha / math.sqrt(shape[0] * shape[1])
+
+
 def add_neftune(model, alpha: float):
-    """NEFTune: uniform noise of scale alpha/sqrt(L*d) on the input embeddings, in training only."""
+    """NEFTune: uniform noise in [-s, s], s = neftune_scale, on the input embeddings, in training only."""
     import paddle
 
     emb = model.get_input_embeddings()
 
     def hook(layer, inputs, output):
         if layer.training:
-            dims = output.shape[1] * output.shape[2]
-            mag = alpha / math.sqrt(dims)
+            mag = neftune_scale(alpha, output.shape)
             output = output + paddle.uniform(output.shape, dtype=output.dtype, min=-mag, max=mag)
         return output
 
@@ -599,7 +641,10 @@ def main(argv: list[str]) -> int:
     tokenizer = AutoTokenizer.from_pretrained(tok_dir)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    template = templates.load_template(tokenizer, tok_dir, data_args.chat_template)
+    # chat_template as upstream's init_chat_template reads it: left out, the tokenizer's own; "none" or
+    # null (upstream's parser makes JSON null the text "None"), none at all; a folder, its chat_template.json
+    template = templates.template_for_run(tokenizer, tok_dir, flat)
+    templates.keep_with_tokenizer(tokenizer, template)  # what is saved beside the model is what trained
     phase("tokenizer")
     studio = json.loads((run_dir / "studio.json").read_text(encoding="utf-8")) if (run_dir / "studio.json").is_file() else {}
     # continued pretraining is not a PaddleNLP flag: the run's studio.json says so
@@ -613,6 +658,10 @@ def main(argv: list[str]) -> int:
         training_args.evaluation_strategy = "no"
 
     phase("data")
+    ckpt = None
+    if resume:  # the newest checkpoint whose save finished (a truncated one would fail every time)
+        found = checkpoints.last_complete(Path(training_args.output_dir))
+        ckpt = str(found) if found else None
     family = model_family(model_args.model_name_or_path)
     from paddlenlp.transformers import AutoConfig
 
@@ -640,7 +689,7 @@ def main(argv: list[str]) -> int:
         if eval_ds is not None:
             eval_ds = MapDataset(reft.training_features(list(eval_ds), first, last, len(layers), tokenizer.pad_token_id))
     else:
-        model = apply_method(model, model_args, flat, family)
+        model = apply_method(model, model_args, flat, family, targets=recorded_targets(ckpt))
     phase("model")
 
     if reft_model is not None:
@@ -673,12 +722,8 @@ def main(argv: list[str]) -> int:
     if reft_model is not None:  # its interventions are not sublayers: name what the optimizer trains
         trainer.set_optimizer_grouped_parameters([p for p in reft_model.parameters() if not p.stop_gradient])
     phase("trainer")
-    ckpt = None
-    if resume:  # the newest checkpoint whose save finished (a truncated one would fail every time)
-        found = checkpoints.last_complete(Path(training_args.output_dir))
-        ckpt = str(found) if found else None
-        if ckpt and reft_model is not None:  # upstream's loader builds a new ReFTModel and drops it
-            reft.load_interventions(reft_model, ckpt)
+    if ckpt and reft_model is not None:  # upstream's loader builds a new ReFTModel and drops it
+        reft.load_interventions(reft_model, ckpt)
     trainer.train(resume_from_checkpoint=ckpt)
     trainer.save_model(training_args.output_dir)
     if training_args.should_save:

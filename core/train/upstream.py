@@ -1,14 +1,18 @@
 """What PaddleNLP's own entry scripts accept: every argument key, its type and choices, read from
 the installed paddlenlp's argument dataclasses; and which upstream entry a config file is for.
 
-``problems(d)`` checks a PaddleNLP argument JSON as strictly as upstream's ``PdArgumentParser``
-(which refuses unknown keys: "Some specified arguments are not used") and stricter on values
-(upstream passes ``"max_steps": "10"`` through and fails later): unknown keys with a "did you
-mean", wrong types, values outside their choices, every problem at once, never a traceback.
+``read(d)`` reads a PaddleNLP argument JSON the way upstream's ``PdArgumentParser.parse_json_file``
+does (3.0.0b4: every JSON value becomes command-line words, ``str(v)``, and argparse converts
+them): ``"max_steps": "3"`` is 3, ``"lora": 1`` / ``"true"`` is true, ``["cosine"]`` is "cosine".
+It refuses what upstream refuses (unknown keys, with a "did you mean"; values argparse cannot
+convert; a list with several values for one) and, with "upstream's parser takes this as …; write
+…", what upstream would read in a way nobody means (a unique key prefix that argparse expands, a
+number where a text goes, ``[]`` for a switch); values outside their choices too. Every problem at
+once, never a traceback.
 
-Reading the dataclasses needs ``import paddlenlp`` (seconds, hundreds of MB): the table is built
+Reading the dataclasses needs ``import paddlenlp`` (seconds, hundreds of MB): the tables are built
 once per paddlenlp version in a subprocess and cached as JSON, so the studio process never
-imports paddlenlp for it.
+imports paddlenlp for them.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -48,37 +53,56 @@ QUANT_ARGUMENT_KEYS = {
 }
 QUANT_CHOICES = {
     "quant_type": ["weight_only_int8", "weight_only_int4", "a8w8", "a8w8c8", "a8w8_fp8", "a8w8c8_fp8"],
-    "weight_quant_method": ["abs_max_channel_wise", "groupwise"], "act_quant_method": ["abs_max", "avg"],
-    "cachekv_quant_method": ["abs_max_headwise", "avg_headwise"], "shift_sampler": ["ema", "none"],
+    # abs_max too: upstream's FP8 files use it for weights and cache KV (its FP8 observers); the
+    # studio's Quantize engine has no FP8, and says so (core/quant/presets.py)
+    "weight_quant_method": ["abs_max_channel_wise", "groupwise", "abs_max"], "act_quant_method": ["abs_max", "avg"],
+    "cachekv_quant_method": ["abs_max_headwise", "avg_headwise", "abs_max"], "shift_sampler": ["ema", "none"],
     "smooth_sampler": ["multi_step", "none"],
 }
 QUANTIZATION_SCRIPT = "llm/run_quantization.py"
+FINETUNE_SCRIPT = "llm/run_finetune.py"
 
-# llm/alignment/dpo/run_dpo.py parses TrainingArguments plus three dataclasses of its own
-# (llm/alignment/dpo/dpo_argument.py, not in the wheel either): their keys, types and defaults.
+# llm/alignment/dpo/run_dpo.py parses (DPOModelArgument, DPODataArgument, DPOTrainingArguments,
+# DPOConfig) from its llm/alignment/dpo/dpo_argument.py, which the wheel does not ship (the 3.0.0b4
+# shape: PaddleNLP commit 9f438b8a020692b76ea61b1a2369f0153c3cf619). DPOTrainingArguments is the
+# wheel's TrainingArguments under @llmmetaclass (which adds LlmMetaConfig's switches as fields):
+# both are read from the wheel (build_tables); only the fields the file itself declares are listed
+# here, key -> (type, None allowed, default). tests/test_upstream_configs.py checks them against a key
+# list taken from that file and against the wheel's parser.
 DPO_SCRIPT = "llm/alignment/dpo/run_dpo.py"
-DPO_ARGUMENT_KEYS = {
-    # DPOConfig
-    "beta": ("float", False, 0.1), "simpo_gamma": ("float", False, 0.5), "label_smoothing": ("float", False, 0.0),
-    "loss_type": ("str", False, "sigmoid"), "pref_loss_ratio": ("float", False, 1.0),
-    "sft_loss_ratio": ("float", False, 0.0), "dpop_lambda": ("float", False, 50), "normalize_logps": ("bool", False, True),
-    "ref_model_update_steps": ("int", False, -1), "reference_free": ("bool", False, False), "lora": ("bool", False, False),
-    # DPODataArgument
-    "train_dataset_path": ("str", False, "./data/train.jsonl"), "dev_dataset_path": ("str", False, "./data/dev.jsonl"),
-    "max_seq_len": ("int", False, 4096), "max_prompt_len": ("int", False, 2048), "greedy_zero_padding": ("bool", False, False),
-    "lazy": ("bool", False, False),
-    # DPOModelArgument
-    "model_name_or_path": ("str", False, None), "tokenizer_name_or_path": ("str", True, None),
-    "use_flash_attention": ("bool", False, False), "flash_mask": ("bool", False, False),
-    "recompute_granularity": ("str", False, "full"), "use_attn_mask_startend_row_indices": ("bool", False, True),
-    "lora_rank": ("int", False, 8), "lora_alpha": ("int", False, -1), "rslora": ("bool", False, False),
-    "rslora_plus": ("bool", False, False), "lora_plus_scale": ("float", False, 1.0), "lora_path": ("str", True, None),
-    "weight_quantize_algo": ("str", True, None),
-    # DPOTrainingArguments (on top of TrainingArguments)
-    "unified_checkpoint": ("bool", False, True), "autotuner_benchmark": ("bool", False, False),
-    "benchmark": ("bool", False, False),
+DPO_CLASSES = {
+    "DPOTrainingArguments": {
+        "unified_checkpoint": ("bool", False, True), "unified_checkpoint_config": ("str", True, ""),
+        "autotuner_benchmark": ("bool", False, False), "benchmark": ("bool", False, False),
+    },
+    "DPOConfig": {
+        "beta": ("float", False, 0.1), "simpo_gamma": ("float", False, 0.5), "label_smoothing": ("float", False, 0.0),
+        "loss_type": ("str", False, "sigmoid"), "pref_loss_ratio": ("float", False, 1.0),
+        "sft_loss_ratio": ("float", False, 0.0), "dpop_lambda": ("float", False, 50),
+        "ref_model_update_steps": ("int", False, -1), "reference_free": ("bool", False, False),
+        "lora": ("bool", False, False),
+    },
+    "DPODataArgument": {
+        "train_dataset_path": ("str", False, "./data/train.jsonl"),
+        "dev_dataset_path": ("str", False, "./data/dev.jsonl"),
+        "max_seq_len": ("int", False, 4096), "max_prompt_len": ("int", False, 2048),
+        "greedy_zero_padding": ("bool", False, False), "lazy": ("bool", False, False),
+    },
+    "DPOModelArgument": {
+        "model_name_or_path": ("str", True, None), "tokenizer_name_or_path": ("str", True, None),
+        "flash_mask": ("bool", False, False), "weight_quantize_algo": ("str", True, None),
+        "fuse_attention_qkv": ("bool", True, None), "fuse_attention_ffn": ("bool", True, None),
+        "lora_rank": ("int", False, 8), "lora_path": ("str", True, None), "rslora": ("bool", False, False),
+        "lora_plus_scale": ("float", False, 1.0), "lora_alpha": ("int", False, -1),
+        "rslora_plus": ("bool", False, False),
+        "use_quick_lora": ("bool", False, True),
+    },
 }
-DPO_CHOICES = {"loss_type": ["sigmoid", "hinge", "ipo", "kto_pair", "sppo_hard", "nca_pair", "dpop", "or", "simpo"]}
+# run_dpo.py's own keys -> (type, None allowed, default): what a key a file leaves out means
+DPO_ARGUMENT_KEYS = {k: v for fields_ in DPO_CLASSES.values() for k, v in fields_.items()}
+# run_dpo.py's losses; "orpo" is its alias for "or" with sft_loss_ratio 1 (core.train.dpo.dpo_config)
+DPO_LOSSES = ("sigmoid", "hinge", "ipo", "kto_pair", "sppo_hard", "nca_pair", "dpop", "or", "simpo", "orpo")
+DPO_CHOICES = {"loss_type": list(DPO_LOSSES)}
 
 # Keys the studio adds to the configs it saves (launch settings); never passed to PaddleNLP.
 STUDIO_KEYS = {"studio_parallel": "dict", "studio_method": "str"}
@@ -89,42 +113,69 @@ STR_CHOICES = {
 }
 FIXED_CHOICES = {"fp16_opt_level": ["O0", "O1", "O2"], "device": ["cpu", "gpu", "xpu", "npu"]}
 
-# Which upstream entry a config is for, by the keys only that entry reads (first match wins):
-# (entry, script, the keys that tell, whether they tell by being set to a true value, extra test).
-ENTRIES = [
-    ("quantization", "llm/run_quantization.py (PTQ / GPTQ / AWQ / QAT)", ("do_ptq", "do_gptq", "do_awq", "do_qat"),
-     True, None),
-    ("pretrain", "llm/run_pretrain.py (pretraining on an indexed corpus)", ("input_dir", "split"), False,
-     lambda d: "input_dir" in d or "dataset_name_or_path" not in d),
-    ("kto", "llm/alignment/kto/run_kto.py (KTO)", ("desirable_weight", "undesirable_weight"), False, None),
-    ("dpo", "llm/alignment/dpo/run_dpo.py (DPO / SimPO / ORPO)",
-     ("beta", "simpo_gamma", "loss_type", "ref_model_update_steps", "reference_free", "dpop_lambda",
-      "pref_loss_ratio", "normalize_logps"), False,
-     lambda d: set(d) & {"beta", "simpo_gamma", "ref_model_update_steps", "reference_free",
-                                          "dpop_lambda", "pref_loss_ratio", "normalize_logps"}
-     or d.get("loss_type") in DPO_LOSSES),
-    ("reward", "llm/alignment/rm (reward model)", ("train_dataset_path", "max_prompt_len"), False, None),
-    ("embedding", "llm/run_embedding.py (embedding model)",
-     ("embedding_temperature", "embedding_negative_numbers", "use_matryoshka", "matryoshka_dims", "query_max_len",
-      "passage_max_len"), False, None),
-]
-# loss_type is also a fine-tuning key; only these values of it are DPO's
-DPO_LOSSES = ("sigmoid", "hinge", "ipo", "kto_pair", "sppo_hard", "nca_pair", "dpop", "or", "simpo")
+# Which upstream entry a config is for (entry_of). Each entry's script and what the studio does
+# with its files; the keys that tell are below, in the order entry_of tries them.
+SCRIPTS = {  # entry -> (what its files are, the script that runs them)
+    "quantization": ("quantization (PTQ / GPTQ / AWQ / QAT)", "llm/run_quantization.py"),
+    "pretrain": ("pretraining", "llm/run_pretrain.py"),
+    "grpo": ("GRPO", "llm/alignment/ppo/run_ppo.py (rl_algorithm grpo)"),
+    "ppo": ("PPO", "llm/alignment/ppo/run_ppo.py"),
+    "reward": ("reward-model", "llm/alignment/rm/run_reward.py"),
+    "reward_flashmask": ("reward-model", "llm/alignment/rm/flashmask/run_reward.py"),
+    "embedding": ("embedding-model", "llm/run_embedding.py"),
+    "kto": ("KTO", "llm/alignment/kto/run_kto.py"),
+    "dpo": ("DPO / SimPO / ORPO", "llm/alignment/dpo/run_dpo.py"),
+}
 WHAT_TO_DO = {
     "quantization": "the studio runs it as a Quantize job: `paddle-studio train FILE` or "
                     "`paddle-studio quantize --config FILE` (or pick a preset in the Quantize tab)",
+    "quantization_fp8": "the studio does not run FP8 quantization: its Quantize engine does a8w8, weight_only_int8 "
+                        "and weight_only_int4 (no FP8 kernels or observers); run this file with upstream's "
+                        "llm/run_quantization.py on an FP8-capable GPU",
     "pretrain": "the studio trains on its own dataset folders: import raw text with `paddle-studio data import` "
                 "and use the pretrain method",
-    "kto": "preference training is not in the studio yet",
+    "ppo": "the studio does not run PPO: it trains an actor, a critic and a reward model together and generates "
+           "answers inside every step; the studio trains from fixed datasets (fine-tuning, DPO)",
+    "grpo": "the studio does not run GRPO: it samples several answers per prompt inside every step and scores them "
+            "with a reward model or reward server; the studio trains from fixed datasets (fine-tuning, DPO)",
+    "reward": "the studio does not train reward models (a scoring head and its own trainer); its trainings make "
+              "generation models (fine-tuning, DPO)",
+    "embedding": "the studio does not train embedding models (query/passage vectors with a contrastive loss and "
+                 "their own data format); its trainings make generation models (fine-tuning, DPO)",
+    "kto": "the studio does not run KTO: its preference training is DPO (a chosen and a rejected answer per "
+           "prompt); KTO learns from single answers marked desirable or undesirable, with its own loss and trainer",
     "dpo": "the studio trains it with the dpo method (`paddle-studio train FILE` reads run_dpo.py's keys)",
-    "reward": "reward-model training is not in the studio yet",
-    "embedding": "embedding training is not in the studio yet",
 }
+WHAT_TO_DO["reward_flashmask"] = WHAT_TO_DO["reward"]
+
+QUANT_SWITCHES = ("do_ptq", "do_gptq", "do_awq", "do_qat")  # tell by being set to a true value
+PRETRAIN_KEYS = ("input_dir", "split")
+RL_KEYS = ("actor_model_name_or_path", "reward_model_name_or_path", "rl_algorithm", "critic_learning_rate", "kl_coeff",
+           "kl_loss_coeff", "ptx_datasets", "rollout_n", "use_rm_server", "reward_server",
+           "per_device_prompt_batch_size", "update_iters")
+REWARD_KEYS = ("normalize_score_during_training", "normalizer_type", "normalizer_momentum", "regularization",
+               "train_datasets", "eval_datasets")
+REWARD_LOSSES = ("sequence-wise", "token-wise")
+EMBEDDING_KEYS = ("max_query_len", "max_passage_len", "group_size", "query_template", "passage_template",
+                  "embedding_temperature", "embedding_negatives_cross_device", "embedding_matryoshka_dims",
+                  "inf_cl_head_dim")
+KTO_KEYS = ("desirable_weight", "undesirable_weight")
+# keys of DPOConfig that run_kto.py's KTOConfig lacks (beta they share); normalize_logps: later DPO files
+DPO_OWN_KEYS = ("simpo_gamma", "label_smoothing", "pref_loss_ratio", "sft_loss_ratio", "dpop_lambda",
+                "ref_model_update_steps", "reference_free", "normalize_logps")
+# loss_type is also run_reward.py's and run_embedding.py's key; only these values of it are DPO's
+# read alike by run_dpo.py, run_kto.py and rm/flashmask/run_reward.py: where a file has only these
+# (and beta), upstream's file name tells (kto_argument.json, rm_flashmask_argument.json), else DPO
+PREFERENCE_KEYS = ("train_dataset_path", "dev_dataset_path", "max_seq_len", "max_prompt_len")
+NAME_TELLS = {"kto": "kto", "rm": "reward_flashmask", "prm": "reward_flashmask", "reward": "reward_flashmask"}
 
 MESSAGES = {
     "not_an_object": "the file must hold one JSON object of PaddleNLP arguments, got {got}",
-    "other_entry": "this is a config for {script}, not for llm/run_finetune.py (keys: {keys}); {todo}",
+    "other_entry": "this is a {what} file for {script} (told by {keys}), not for llm/run_finetune.py; {todo}",
     "unknown_key": "not an argument of {script}{hint}",
+    "abbreviated_key": "upstream's parser takes this as {full!r} (argparse expands a unique prefix of an argument "
+                       "name); write {full!r}",
+    "reads_as": "upstream's parser takes this as {taken}; write {taken}",
     "bad_type": "expected {expected}, got {value!r}",
     "bad_choice": "{value!r} is not one of {choices}",
 }
@@ -190,8 +241,28 @@ def default(key: str):
     return table()[key]["default"]
 
 
+def _with_choices(table: dict) -> dict:
+    """``table`` with the choices upstream's help texts name (imports paddlenlp for the enums)."""
+    import importlib
+
+    for key, (mod, name) in STR_CHOICES.items():
+        if key in table:
+            table[key]["choices"] = [e.value for e in getattr(importlib.import_module(mod), name)]
+    for key, choices in FIXED_CHOICES.items():
+        if key in table:
+            table[key]["choices"] = choices
+    return table
+
+
+def _field_spec(f, owner: str) -> dict:
+    tp, optional, choices = _type_name(f.type)
+    optional = optional or f.default is None  # `x: str = None` takes null upstream
+    return {"type": tp, "optional": optional, "choices": choices, "owner": owner, **_default_of(f)}
+
+
 def build_table() -> dict:
-    """key -> {"type", "optional", "choices", "owner"} from the installed paddlenlp (imports it)."""
+    """key -> {"type", "optional", "choices", "owner"} of llm/run_finetune.py, from the installed
+    paddlenlp (imports it)."""
     import dataclasses
     import importlib
 
@@ -200,87 +271,85 @@ def build_table() -> dict:
         mod, name = spec.split(":")
         cls = getattr(importlib.import_module(mod), name)
         for f in dataclasses.fields(cls):
-            if not f.init:
-                continue
-            tp, optional, choices = _type_name(f.type)
-            optional = optional or f.default is None  # `x: str = None` takes null upstream
-            table.setdefault(f.name, {"type": tp, "optional": optional, "choices": choices, "owner": name,
-                                      **_default_of(f)})
-    for key, (mod, name) in STR_CHOICES.items():
-        if key in table:
-            table[key]["choices"] = [e.value for e in getattr(importlib.import_module(mod), name)]
-    for key, choices in FIXED_CHOICES.items():
-        if key in table:
-            table[key]["choices"] = choices
+            if f.init:
+                table.setdefault(f.name, _field_spec(f, name))
+    _with_choices(table)
     for owner, keys in LLM_UTILS_KEYS.items():
         for key, (tp, optional) in keys.items():
             table.setdefault(key, {"type": tp, "optional": optional, "choices": None, "owner": owner})
     return table
 
 
-_TABLE: dict | None = None
+def build_dpo_table() -> dict:
+    """The keys llm/alignment/dpo/run_dpo.py accepts: the wheel's TrainingArguments fields, the
+    switches @llmmetaclass adds from the wheel's LlmMetaConfig, and DPO_CLASSES (imports paddlenlp)."""
+    import dataclasses
+
+    from paddlenlp.trainer import TrainingArguments
+    from paddlenlp.transformers.configuration_utils import LlmMetaConfig
+
+    table: dict[str, dict] = {}
+    for owner, keys in DPO_CLASSES.items():  # a subclass's own field wins over its base's
+        for key, (tp, optional, default_) in keys.items():
+            table[key] = {"type": tp, "optional": optional, "choices": DPO_CHOICES.get(key), "owner": owner,
+                          "default": default_}
+    for f in dataclasses.fields(TrainingArguments):
+        if f.init:
+            table.setdefault(f.name, _field_spec(f, "TrainingArguments"))
+    for name, tp, default_, _help in LlmMetaConfig._get_all_meta():
+        # llmmetaclass skips a name the class has already (tensor_parallel_rank: a TrainingArguments property)
+        if name not in table and not hasattr(TrainingArguments, name):
+            t, optional, _ = _type_name(tp)
+            table[name] = {"type": t, "optional": optional or default_ is None, "choices": None,
+                           "owner": "LlmMetaConfig", "default": default_}
+    return _with_choices(table)
 
 
-def table() -> dict:
-    """The argument table of the installed paddlenlp (cached per version; built in a subprocess)."""
-    global _TABLE
-    if _TABLE is not None:
-        return _TABLE
-    path = cache_dir() / f"finetune-args-v2-{paddlenlp_version()}.json"
+def build_tables() -> dict:
+    return {"finetune": build_table(), "dpo": build_dpo_table()}
+
+
+_TABLES: dict | None = None
+
+
+def _tables() -> dict:
+    """The argument tables of the installed paddlenlp (cached per version; built in a subprocess)."""
+    global _TABLES
+    if _TABLES is not None:
+        return _TABLES
+    path = cache_dir() / f"upstream-args-v3-{paddlenlp_version()}.json"
     try:
-        _TABLE = json.loads(path.read_text(encoding="utf-8"))
-        return _TABLE
+        _TABLES = json.loads(path.read_text(encoding="utf-8"))
+        return _TABLES
     except (OSError, ValueError):
         pass
     if "paddlenlp" in sys.modules:
-        _TABLE = build_table()
+        _TABLES = build_tables()
     else:
         root = Path(__file__).resolve().parents[2]
         r = subprocess.run([sys.executable, "-m", "core.train.upstream"], cwd=str(root), capture_output=True,
                            text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(root)})
         if r.returncode != 0:
             raise RuntimeError(f"cannot read PaddleNLP's argument classes: {r.stderr.strip()[-500:]}")
-        _TABLE = json.loads(r.stdout)
+        _TABLES = json.loads(r.stdout)
     try:  # a cache that cannot be written is only slower next time
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp", encoding="utf-8") as f:
-            json.dump(_TABLE, f)
+            json.dump(_TABLES, f)
         os.replace(f.name, path)
     except OSError:
         pass
-    return _TABLE
+    return _TABLES
 
 
-def entry_of(d: dict) -> tuple[str, str, list[str]] | None:
-    """(entry, script, the keys that tell) for a config meant for another upstream entry, else None."""
-    for entry, script, keys, by_value, extra in ENTRIES:
-        present = [k for k in keys if (d.get(k) if by_value else k in d)]
-        if present and (extra is None or extra(d)):
-            return entry, script, present
-    return None
+def table() -> dict:
+    """The keys llm/run_finetune.py accepts (ModelConfig, DataConfig, SFTConfig and llm/utils')."""
+    return _tables()["finetune"]
 
 
-def _matches(value, spec: dict) -> bool:
-    if value is None:
-        return bool(spec.get("optional"))
-    tp = spec.get("type")
-    if tp == "bool":
-        return isinstance(value, bool)
-    if tp == "int":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if tp == "float":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if tp == "str":
-        return isinstance(value, str)
-    if tp == "list":  # upstream also takes one string for a list (report_to: "visualdl")
-        return isinstance(value, (list, str))
-    if tp == "dict":
-        return isinstance(value, dict)
-    return True  # a type the table does not model: upstream decides
-
-
-EXPECTED = {"bool": "true or false", "int": "an integer", "float": "a number", "str": "a string",
-            "list": "a list or a string", "dict": "an object"}
+def dpo_table() -> dict:
+    """The keys llm/alignment/dpo/run_dpo.py accepts (see build_dpo_table)."""
+    return _tables()["dpo"]
 
 
 def quant_table() -> dict:
@@ -291,55 +360,207 @@ def quant_table() -> dict:
     return t
 
 
-def dpo_table() -> dict:
-    """The keys llm/alignment/dpo/run_dpo.py accepts: TrainingArguments' plus its own dataclasses'."""
-    import dataclasses
+# ---------------------------------------------------------------- which entry a file is for
 
-    from paddlenlp.trainer import TrainingArguments
-
-    names = {f.name for f in dataclasses.fields(TrainingArguments) if f.init}
-    t = {k: v for k, v in table().items() if k in names}
-    for key, (tp, optional, _default) in DPO_ARGUMENT_KEYS.items():
-        t[key] = {"type": tp, "optional": optional, "choices": DPO_CHOICES.get(key)}
-    return t
+TRUE_WORDS = ("yes", "true", "t", "y", "1")  # upstream's strtobool, any case
+FALSE_WORDS = ("no", "false", "f", "n", "0")
 
 
-def is_dpo(d) -> bool:
-    return isinstance(d, dict) and (entry_of(d) or ("",))[0] == "dpo"
+def _switched_on(value) -> bool:
+    """A switch as upstream's parser reads it ("false" and 0 are off); a value it cannot read counts
+    as on, so that the entry it is for reports it."""
+    status, v = upstream_value(value, {"type": "bool", "optional": True})
+    return bool(v) if status == "ok" else True
+
+
+def _name_words(name: str) -> set[str]:
+    return set(re.split(r"[^a-z0-9]+", Path(name).stem.lower())) if name else set()
+
+
+def entry_of(d: dict, name: str = "") -> tuple[str, str, list[str]] | None:
+    """(entry, script, what tells) for a config meant for another upstream entry than
+    llm/run_finetune.py (dpo included), else None. By the keys only that entry reads; where
+    upstream's scripts read the same keys (run_dpo.py, run_kto.py and rm/flashmask/run_reward.py),
+    by ``name``, the file's name as upstream names its files (kto_argument.json,
+    rm_flashmask_argument.json); such a file with no telling name is DPO's."""
+    def having(keys):
+        return [k for k in keys if k in d]
+
+    def told(entry, keys):
+        return entry, SCRIPTS[entry][1], keys
+
+    on = [k for k in QUANT_SWITCHES if k in d and _switched_on(d[k])]
+    if on:
+        return told("quantization", on)
+    if having(PRETRAIN_KEYS) and ("input_dir" in d or "dataset_name_or_path" not in d):
+        return told("pretrain", having(PRETRAIN_KEYS))
+    words = _name_words(name)
+    if having(RL_KEYS):
+        grpo = str(d.get("rl_algorithm", "")).lower() == "grpo" or "grpo" in words
+        return told("grpo" if grpo else "ppo", having(RL_KEYS))
+    if having(REWARD_KEYS) or d.get("loss_type") in REWARD_LOSSES:
+        return told("reward", having(REWARD_KEYS) or ["loss_type"])
+    if having(EMBEDDING_KEYS):
+        return told("embedding", having(EMBEDDING_KEYS))
+    if having(KTO_KEYS):
+        return told("kto", having(KTO_KEYS))
+    dpo_own = having(DPO_OWN_KEYS) + (["loss_type"] if d.get("loss_type") in DPO_LOSSES else [])
+    if dpo_own:
+        return told("dpo", having(("beta",)) + dpo_own)
+    shared = having(("beta",) + PREFERENCE_KEYS)
+    if not shared:
+        return None
+    for word, entry in NAME_TELLS.items():
+        if word in words:
+            script = SCRIPTS[entry][1].removeprefix("llm/alignment/")
+            return told(entry, [f"the file name {Path(name).name}: its keys ({', '.join(shared)}) are "
+                                f"dpo/run_dpo.py's and {script}'s alike"])
+    return told("dpo", shared)
+
+
+def is_dpo(d, name: str = "") -> bool:
+    return isinstance(d, dict) and (entry_of(d, name) or ("",))[0] == "dpo"
 
 
 def is_quantization(d) -> bool:
     return isinstance(d, dict) and (entry_of(d) or ("",))[0] == "quantization"
 
 
-def problems(d, known: dict | None = None, script: str = "llm/run_finetune.py") -> list[dict]:
-    """Every way ``d`` differs from what llm/run_finetune.py accepts, as {"code", "field", "params"}.
-    ``known``/``script``: another entry's table (quant_table() for llm/run_quantization.py)."""
+def _todo(entry: str, d: dict) -> str:
+    if entry == "quantization" and "fp8" in str(d.get("quant_type", "")).lower():
+        return WHAT_TO_DO["quantization_fp8"]
+    return WHAT_TO_DO[entry]
+
+
+# ---------------------------------------------------------------- values as upstream reads them
+
+EXPECTED = {"bool": "true or false", "int": "an integer", "float": "a number", "str": "a string",
+            "list": "a list or a string", "dict": "an object"}
+
+
+def upstream_value(value, spec: dict) -> tuple[str, object]:
+    """How upstream's parser reads ``value`` for a field of ``spec``. PdArgumentParser.parse_json_file
+    (3.0.0b4) turns each JSON value into command-line words (``str(v)``; each item of a list; an object
+    as JSON text) and argparse converts them with the field's type (bools with strtobool). Returns
+    ("ok", the value it ends with), ("stop", None) where it stops with an error, or ("odd", what it
+    ends with) where that is not what anyone writing the file means (text from a number, a switch
+    turned on by an empty list)."""
+    tp = spec.get("type")
+    if value is None:  # what the table has always allowed (null for a field whose default is None)
+        return ("ok", None) if spec.get("optional") else ("stop", None)
+    if tp == "list":  # nargs="+": one string is a list of one (report_to: "visualdl")
+        return ("ok", value) if isinstance(value, (list, str)) else ("stop", None)
+    if tp == "dict":
+        return ("ok", value) if isinstance(value, dict) else ("stop", None)
+    if tp not in ("bool", "int", "float", "str"):
+        return "ok", value  # a type the table does not model: upstream decides
+    if isinstance(value, dict):
+        words = [json.dumps(value)]
+    elif isinstance(value, list):
+        words = [str(v) for v in value]
+    else:
+        words = [str(value)]
+    if tp == "bool":
+        if isinstance(value, bool):
+            return "ok", value
+        if not words:
+            return "odd", True  # `--lora` with no value: nargs="?" gives the const, True
+        if len(words) > 1:
+            return "stop", None  # the rest is left over: "Some specified arguments are not used"
+        word = words[0].lower()
+        return ("ok", True) if word in TRUE_WORDS else ("ok", False) if word in FALSE_WORDS else ("stop", None)
+    if len(words) != 1:
+        return "stop", None  # none: "expected one argument"; more: left over
+    if tp == "str":
+        if isinstance(value, str):
+            return "ok", value
+        if isinstance(value, list) and isinstance(value[0], str):
+            return "ok", value[0]
+        return "odd", words[0]
+    if tp == "int" and isinstance(value, int) and not isinstance(value, bool):
+        return "ok", value
+    if tp == "float" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return "ok", value
+    try:
+        return "ok", (int if tp == "int" else float)(words[0])
+    except ValueError:
+        return "stop", None
+
+
+def _argparse_expands(key: str, known: dict) -> str | None:
+    """The argument argparse takes ``key`` for when it is no name of ``known`` (allow_abbrev: a prefix
+    of exactly one option), else None. Options also include --help and the --no_X of switches whose
+    default is true; a prefix of those, or of several, is no argument."""
+    options = list(known) + ["help"] + [f"no_{k}" for k, v in known.items()
+                                          if v.get("type") == "bool" and v.get("default") is True]
+    hits = [o for o in options if o.startswith(key)]
+    return hits[0] if len(hits) == 1 and hits[0] in known else None
+
+
+def read(d, known: dict | None = None, script: str = FINETUNE_SCRIPT, name: str = "") -> tuple[dict | None, list[dict]]:
+    """``d`` as upstream's parser reads it (values converted as it converts them) and every problem,
+    as {"code", "field", "params"}. ``known``/``script``: another entry's table (quant_table() for
+    llm/run_quantization.py); without one, the entry is told from the keys and ``name`` (the file's
+    name): run_finetune.py's table, run_dpo.py's for a DPO file, a refusal naming any other entry."""
     if not isinstance(d, dict):
-        return [{"code": "not_an_object", "field": "", "params": {"got": type(d).__name__ if d is not None else "null"}}]
-    other = entry_of(d) if known is None else None
-    if other:
-        entry, script, keys = other
-        return [{"code": "other_entry", "field": "", "params": {"entry": entry, "script": script,
-                                                                "keys": ", ".join(keys), "todo": WHAT_TO_DO[entry]}}]
-    known = table() if known is None else known
-    out = []
+        return None, [{"code": "not_an_object", "field": "",
+                       "params": {"got": type(d).__name__ if d is not None else "null"}}]
+    if known is None:
+        other = entry_of(d, name)
+        if other and other[0] == "dpo":
+            known, script = dpo_table(), DPO_SCRIPT
+        elif other:
+            entry, script, keys = other
+            told = ", ".join(keys[:-1]) + " and " + keys[-1] if len(keys) > 1 else keys[0]
+            return d, [{"code": "other_entry", "field": "",
+                        "params": {"entry": entry, "what": SCRIPTS[entry][0], "script": script, "keys": told,
+                                   "todo": _todo(entry, d)}}]
+        else:
+            known = table()
+    out, found = {}, []
     names = list(known) + list(STUDIO_KEYS)
     for key, value in d.items():
+        out[key] = value
         spec = known.get(key) or ({"type": STUDIO_KEYS[key], "optional": False} if key in STUDIO_KEYS else None)
         if spec is None:
+            full = _argparse_expands(key, known)
+            if full:
+                found.append({"code": "abbreviated_key", "field": key, "params": {"key": key, "full": full}})
+                continue
             close = difflib.get_close_matches(key, names, n=1, cutoff=0.75)
-            out.append({"code": "unknown_key", "field": key,
-                        "params": {"key": key, "suggestion": close[0] if close else None, "script": script,
-                                   "hint": f"; did you mean {close[0]!r}?" if close else ""}})
-        elif not _matches(value, spec):
-            out.append({"code": "bad_type", "field": key,
-                        "params": {"key": key, "expected": EXPECTED.get(spec.get("type"), spec.get("type")),
-                                   "value": value}})
-        elif spec.get("choices") and value is not None and value not in spec["choices"]:
-            out.append({"code": "bad_choice", "field": key,
-                        "params": {"key": key, "value": value, "choices": ", ".join(map(str, spec["choices"]))}})
-    return out
+            found.append({"code": "unknown_key", "field": key,
+                          "params": {"key": key, "suggestion": close[0] if close else None, "script": script,
+                                     "hint": f"; did you mean {close[0]!r}?" if close else ""}})
+            continue
+        status, v = upstream_value(value, spec)
+        if status == "stop":
+            found.append({"code": "bad_type", "field": key,
+                          "params": {"key": key, "expected": EXPECTED.get(spec.get("type"), spec.get("type")),
+                                     "value": value}})
+        elif status == "odd":
+            found.append({"code": "reads_as", "field": key, "params": {"key": key, "value": value,
+                                                                        "taken": json.dumps(v, ensure_ascii=False)}})
+        elif spec.get("choices") and v is not None and v not in spec["choices"]:
+            found.append({"code": "bad_choice", "field": key,
+                          "params": {"key": key, "value": v, "choices": ", ".join(map(str, spec["choices"]))}})
+        else:
+            out[key] = v
+    return out, found
+
+
+def problems(d, known: dict | None = None, script: str = FINETUNE_SCRIPT, name: str = "") -> list[dict]:
+    """Every way ``d``, used as it is, differs from what upstream's parser reads (see read): its
+    problems, and a "reads_as" for each value upstream converts ("max_steps": "3")."""
+    out, found = read(d, known, script, name)
+    if out is None or out is d:
+        return found
+    flagged = {p["field"] for p in found}
+    for key, value in d.items():
+        v = out[key]
+        if key not in flagged and (type(v) is not type(value) or v != value):
+            found.append({"code": "reads_as", "field": key,
+                          "params": {"key": key, "value": value, "taken": json.dumps(v, ensure_ascii=False)}})
+    return found
 
 
 def message(p: dict) -> str:
@@ -349,5 +570,5 @@ def message(p: dict) -> str:
         return p["code"]
 
 
-if __name__ == "__main__":  # print the table of the installed paddlenlp (what table() caches)
-    json.dump(build_table(), sys.stdout)
+if __name__ == "__main__":  # print the tables of the installed paddlenlp (what _tables() caches)
+    json.dump(build_tables(), sys.stdout)
