@@ -320,3 +320,14 @@ def test_the_llm_switches_of_a_dpo_file_reach_the_model_config():
     from core.train import upstream
 
     assert "normalize_logps" not in dpo.DPO_CONFIG_KEYS and "orpo" in upstream.DPO_LOSSES
+
+
+def test_dpo_training_arguments_survive_a_pickle_round_trip():
+    """The trainer pickles its arguments into every checkpoint (training_args.bin)."""
+    import pickle
+
+    from core.train import dpo
+
+    args = dpo.split_training_args({"output_dir": "/tmp/unused", "use_fused_rope": True})
+    again = pickle.loads(pickle.dumps(args))
+    assert type(again).__name__ == "DPOTrainingArguments" and again.use_fused_rope is True

@@ -52,17 +52,41 @@ def split_training_args(flat: dict):
     ``@llmmetaclass`` adds and LlmMetaConfig.set_llm_config copies into the model's config. The
     keys a file may hold are checked before launch (core.train.upstream's table of run_dpo.py);
     parse_dict itself drops what no field takes."""
-    from paddlenlp.trainer import PdArgumentParser, TrainingArguments
-    from paddlenlp.transformers.configuration_utils import llmmetaclass
-
-    @dataclass
-    @llmmetaclass
-    class DPOTrainingArguments(TrainingArguments):
-        pass
+    from paddlenlp.trainer import PdArgumentParser
 
     aside = set(DPO_ARGUMENT_KEYS) - {"unified_checkpoint"}
-    (args,) = PdArgumentParser((DPOTrainingArguments,)).parse_dict({k: v for k, v in flat.items() if k not in aside})
+    (args,) = PdArgumentParser((_training_arguments_class(),)).parse_dict(
+        {k: v for k, v in flat.items() if k not in aside})
     return args
+
+
+_ARGS_CLASS = None
+
+
+def _training_arguments_class():
+    """TrainingArguments with ``@llmmetaclass``'s fields, made on first use (importing paddlenlp is
+    slow; this module is imported by light code too) and reachable as ``core.train.dpo.
+    DPOTrainingArguments``: the trainer pickles its arguments into every checkpoint."""
+    global _ARGS_CLASS
+    if _ARGS_CLASS is None:
+        from paddlenlp.trainer import TrainingArguments
+        from paddlenlp.transformers.configuration_utils import llmmetaclass
+
+        @dataclass
+        @llmmetaclass
+        class DPOTrainingArguments(TrainingArguments):
+            pass
+
+        DPOTrainingArguments.__qualname__ = "DPOTrainingArguments"
+        DPOTrainingArguments.__module__ = __name__
+        _ARGS_CLASS = DPOTrainingArguments
+    return _ARGS_CLASS
+
+
+def __getattr__(name):  # PEP 562: unpickling a checkpoint's training_args.bin finds the class here
+    if name == "DPOTrainingArguments":
+        return _training_arguments_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def read_pairs(path: str | os.PathLike) -> list[dict]:
