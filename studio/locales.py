@@ -555,7 +555,7 @@ FIELD_HELP_ZH = {
     "max_length": "输入加回答最多的 token 数；过长的回答从结尾截断。",
     "zero_padding": "把多条样本拼成一条序列，而不是补齐。",
     "greedy_zero_padding": "按长度贪心拼接（配合 zero_padding）。",
-    "chat_template": "对话模板文件；默认使用分词器自带模板。",
+    "chat_template": "对话模板文件或文件夹；\"none\"：不用模板；默认使用分词器自带模板。",
     "method": "训练方法。",
     "lora_rank": "LoRA 的秩 r。",
     "rslora": "rsLoRA：按 alpha/sqrt(r) 而非 alpha/r 缩放。",

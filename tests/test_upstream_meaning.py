@@ -226,6 +226,14 @@ def test_the_check_says_what_upstream_would_do(demo_home, tmp_path):
     _, probs = _problems(demo_home, chat_template=str(tmp_path / "typo"))
     why = probs["data.chat_template"]
     assert "no such path here" in why and "tokenizer's own template" in why
+    legacy = tmp_path / "legacy.json"  # PaddleNLP's older format: read as no template at all before
+    legacy.write_text(json.dumps({"system": "You are helpful.", "conversation": [["Q: {{user}}", "A: {{bot}}"]],
+                                  "query": "Q: {{query}}"}))
+    _, probs = _problems(demo_home, chat_template=str(legacy))
+    assert "older chat template format" in probs["data.chat_template"], probs
+    jinja = tmp_path / "t.jinja"
+    jinja.write_text("{% for m in messages %}{{ m['content'] }}{% endfor %}")
+    assert "data.chat_template" not in _problems(demo_home, chat_template=str(jinja))[1]
 
     _, probs = _problems(demo_home, lora_path=None)
     assert "Can't find lora_config.json at 'None'" in probs["extra.lora_path"]
@@ -234,6 +242,8 @@ def test_the_check_says_what_upstream_would_do(demo_home, tmp_path):
     (tmp_path / "lora_config.json").write_text("{}")
     assert "extra.lora_path" not in _problems(demo_home, lora_path=str(tmp_path))[1]
     assert "extra.lora_path" not in _problems(demo_home, lora_path=None, lora=False)[1]  # not read without LoRA
+    for key in ("prefix_path", "lokr_path"):  # upstream loads these; the studio would have trained a new adapter
+        assert "cannot start from a saved" in _problems(demo_home, **{key: str(tmp_path)})[1][f"extra.{key}"]
 
 
 def test_neftune_noise_bound_is_upstreams(demo_home):

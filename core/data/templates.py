@@ -25,9 +25,17 @@ def load_template(tokenizer, model_dir: str | Path | None = None, path: str | Pa
         text = Path(path).read_text(encoding="utf-8")
         try:
             obj = json.loads(text)
-            return obj.get("chat_template") if isinstance(obj, dict) else text
         except json.JSONDecodeError:
             return text
+        if isinstance(obj, dict) and isinstance(obj.get("chat_template"), str):
+            return obj["chat_template"]
+        if isinstance(obj, dict):  # never "no template" by accident: say what the file is
+            raise ValueError(
+                f"{path}: " + ("PaddleNLP's older chat template format (system / conversation / query), which the "
+                               "studio does not read" if {"conversation", "query"} & set(obj) else
+                               "a JSON object without a \"chat_template\" text")
+                + "; give a jinja template: a text file, or {\"chat_template\": \"...\"}")
+        return text
     tpl = getattr(tokenizer, "chat_template", None)
     if isinstance(tpl, str) and tpl:
         return tpl

@@ -48,7 +48,8 @@ class DataSection:
     max_length: int = _f(2048, "Most prompt + answer tokens; longer answers lose their end.")
     zero_padding: bool = _f(False, "Pack several examples into one sequence instead of padding.")
     greedy_zero_padding: bool = _f(False, "Pack greedily by length (with zero_padding).")
-    chat_template: str | None = _f(None, "Chat template file; default: the tokenizer's own template.")
+    chat_template: str | None = _f(None, "Chat template file or folder; \"none\": no template; default: the "
+                                         "tokenizer's own template.")
 
 
 @dataclass
@@ -821,6 +822,15 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
             expected="a chat template file, a folder holding chat_template.json, the model folder (its tokenizer's "
                      "own template) or \"none\" (no template); no such path here, and upstream's run_finetune.py "
                      "would then train with the tokenizer's own template")
+    elif isinstance(ct, str) and ct and ct.lower() != "none" and ct != model_dir:
+        from core.data import templates
+
+        f = Path(ct) / "chat_template.json" if Path(ct).is_dir() else Path(ct)
+        if f.is_file():
+            try:
+                templates.load_template(None, path=f)
+            except (ValueError, OSError) as e:
+                add("bad_value", "data.chat_template", value=ct, expected=f"a jinja chat template ({e})")
     if m.method in ("lora", "qlora") and "lora_path" in x:
         lp = x["lora_path"]
         if lp is None or (isinstance(lp, str) and lp.lower() == "none"):
@@ -832,6 +842,12 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
             add("bad_value", "extra.lora_path", value=lp,
                 expected="the folder of a saved LoRA adapter (with its lora_config.json: upstream stops with "
                          "\"Can't find lora_config.json\" otherwise)")
+    for key, what in (("prefix_path", "prefix"), ("lokr_path", "LoKr")):
+        if x.get(key) is not None:  # upstream starts from that adapter; training a new one instead would ignore it
+            add("bad_value", f"extra.{key}", value=x[key],
+                expected=f"left out: the studio cannot start from a saved {what} adapter yet (upstream's "
+                         f"run_finetune.py would load {key} and go on training it); train a new one, or run "
+                         "upstream's script")
     if tr.lr_scheduler_type == "constant" and isinstance(tr.warmup_steps, int) and tr.warmup_steps > 0:
         add("warmup_ignored", "training.warmup_steps", warmup=tr.warmup_steps)
     if m.method in ("lora", "qlora", "vera", "lokr", "dpo"):
