@@ -270,10 +270,10 @@ def test_a_paddlenlp_ptq_config_runs_as_a_quantize_job(merged, quantized, ws, mo
     cfg.write_text(json.dumps({
         "model_name_or_path": f"./models/{model.name}", "dataset_name_or_path": "./datasets/demo",
         "output_dir": "./checkpoints/ptq_ckpts", "per_device_train_batch_size": 8, "do_ptq": True,
-        "ptq_step": CALIB_STEPS, "shift": True, "smooth": True, "smooth_all_linears": True,
+        "ptq_step": CALIB_STEPS, "shift": True, "smooth": True, "smooth_all_linears": True, "act_quant_method": "abs_max",
         "unified_checkpoint": True, "do_eval": True, "src_length": 1024, "max_length": 2048}))
     r = cli("core.cli", "config", "check", str(cfg), home=ws)
-    assert r.returncode == 0 and "a Quantize job: A8W8 PTQ (ptq, shift, smooth)" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0 and "a Quantize job: A8W8 PTQ (ptq, shift, smooth, abs_max activation scales)" in r.stdout, r.stdout + r.stderr
     assert "smooth_all_linears: Smooth is applied to the norm-fed linears only" in r.stdout
     r = cli("core.cli", "train", str(cfg), "--json", home=ws)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -350,3 +350,95 @@ def test_a_quantize_without_calibration_data_is_refused_before_the_job(tmp_path,
     with pytest.raises(jobs.Refused, match="does not exist"):
         pipeline.submit(str(model), "a8w8", "q-missing", data=str(tmp_path / "nope"))
     assert not (workspace_home / "jobs").exists() or not list((workspace_home / "jobs").iterdir())
+
+
+# ---------------------------------------------------------------- issue 31: activation scales as upstream's PTQ
+
+
+def test_act_quant_method_reads_as_upstream():
+    """An upstream config without act_quant_method means avg (paddlenlp.trl.QuantConfig's default); the
+    studio's own A8W8 presets say abs_max; values upstream has no observer for are refused with why."""
+    preset, _, problems = presets.from_paddlenlp({"do_ptq": True})
+    assert not problems and preset["act_quant_method"] == "avg" == algorithms.ACT_QUANT_DEFAULT
+    preset, _, _ = presets.from_paddlenlp({"do_ptq": True, "act_quant_method": "abs_max"})
+    assert preset["act_quant_method"] == "abs_max" and "abs_max activation scales" in preset["description"]
+    for d, field in (({"do_ptq": True, "act_quant_method": "kl"}, "act_quant_method"),
+                     ({"do_ptq": True, "weight_quant_method": "groupwise"}, "weight_quant_method")):
+        preset, _, problems = presets.from_paddlenlp(d)
+        assert preset is None and [p["field"] for p in problems] == [field] and "not in the studio" in problems[0]["message"]
+    for name in ("a8w8", "a8w8-shift-smooth"):
+        assert presets.load_preset(name)["act_quant_method"] == "abs_max"
+    bad = presets.check_preset({"algorithm": "a8w8", "description": "x", "act_quant_method": "mse"})
+    assert len(bad) == 1 and "abs_max" in bad[0] and "avg" in bad[0]
+    assert presets.check_preset({"algorithm": "weight_only_int8", "description": "x", "act_quant_method": "avg"})
+
+
+def test_gptq_report_says_how_its_storage_differs_from_upstream():
+    (note,) = pipeline.upstream_notes("weight_only_int4", "gptq", None)
+    assert note["code"] == "gptq_storage"
+    assert "fake-quantized" in note["message"] and "weight_only_int4" in note["message"]
+    assert "same eval loss" in note["message"] and "伪量化" in note["message_zh"]
+    assert pipeline.upstream_notes("weight_only_int4", "rtn", None) == []
+    (note,) = pipeline.upstream_notes("a8w8", "ptq", "avg")
+    assert "AVGObserver" in note["message"]
+
+
+@pytest.mark.slow
+def test_gptq_report_carries_the_storage_note(quantized):
+    rep = quantized["gptq-wint4"][1]
+    assert [n["code"] for n in rep["notes"]] == ["gptq_storage"]
+    assert json.loads((quantized["gptq-wint4"][0] / "report.json").read_text())["notes"] == rep["notes"]
+    assert [n["params"]["method"] for n in quantized["a8w8"][1]["notes"]] == ["abs_max"]
+
+
+@pytest.mark.slow
+def test_ptq_activation_scales_are_upstreams(merged, ws, tmp_path):
+    """The same llm/run_quantization.py config through upstream's PTQ (tests/upstream_quant_ptq.py: the
+    wheels' PTQ with the observer upstream picks for act_quant_method, its shuffled loader and collator)
+    and through the studio: every layer's activation scale agrees, for avg (the key left out) and abs_max.
+    One batch of all 16 calibration records, so upstream's shuffle cannot change what the observers see.
+    Before the fix the studio always took abs-max over its own padding: 1.10-1.75x upstream's avg."""
+    model, _ = merged
+    calib = tmp_path / "calib"
+    calib.mkdir()
+    lines = (ws / "datasets" / "demo" / "train.json").read_text(encoding="utf-8").splitlines()[:16]
+    (calib / "quant.json").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    paths = {}
+    for act in ("avg", "abs_max"):
+        cfg = {"model_name_or_path": str(model), "dataset_name_or_path": str(calib), "output_dir": str(tmp_path / f"up-{act}"),
+               "per_device_train_batch_size": 16, "do_ptq": True, "ptq_step": 1, "device": "cpu",
+               "src_length": 256, "max_length": 512}
+        if act == "abs_max":
+            cfg["act_quant_method"] = "abs_max"
+        paths[act] = tmp_path / f"ptq-{act}.json"
+        paths[act].write_text(json.dumps(cfg))
+    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "upstream_quant_ptq.py"), *map(str, paths.values())],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ours = {}
+    for act, path in paths.items():
+        plan = pipeline.plan_from_paddlenlp(path)
+        assert plan["ok"] and plan["preset"]["act_quant_method"] == act, plan
+        dest = tmp_path / f"studio-{act}"
+        rep = pipeline.quantize(plan["model"], plan["preset"], dest, data=plan["data"], eval_limit=0, log=lambda m: None)
+        assert rep["calibration"]["steps"] == 1 and rep["calibration"]["records"] == 16
+        assert json.loads((dest / "config.json").read_text())["quantization_config"]["act_quant_method"] == act
+        ours[act] = json.loads((dest / "act_scales.json").read_text())
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-3000:]
+    for line, act in zip([x for x in out.splitlines() if x.startswith("{\"config\"")], paths, strict=True):
+        up = json.loads(line)
+        assert up["act_quant_method"] == act and up["steps"] == 1
+        assert ours[act].keys() == up["act_scales"].keys() and len(ours[act]) == 28
+        ratios = {k: ours[act][k] / up["act_scales"][k] for k in ours[act]}
+        assert all(abs(r - 1) < 1e-5 for r in ratios.values()), (act, ratios)
+
+
+def test_the_quantize_tab_shows_the_reports_notes():
+    from studio.tabs.quantize import report_parts
+
+    rep = {"table": [], "size": {"before_bytes": 8 << 20, "after_bytes": 1 << 20}, "eval": {}, "out": "/ws/models/q",
+           "preset": "gptq-wint4", "seconds": {"total": 3.0},
+           "notes": [{"code": "gptq_storage", "message": "upstream saves <floats>", "message_zh": "上游保存浮点"}]}
+    html, _, _ = report_parts(rep, "en")
+    assert "class='quant-note'>upstream saves &lt;floats&gt;</p>" in html
+    assert "上游保存浮点" in report_parts(rep, "zh")[0]

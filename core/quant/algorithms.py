@@ -328,18 +328,38 @@ def _set_norm_bias(norm, value):
         norm.studio_bias.set_value(value)
 
 
-def _ptq_scales(model, names, batches):
-    """A8W8 scales from paddle.quantization.PTQ with PaddleSlim's observers:
-    ({name: activation abs-max}, {name: per-output-channel weight abs-max})."""
+# act_quant_method -> the PaddleSlim observer llm/utils/quant.py's ACT_OBSERVER maps it to for int8
+# activations (paddlenlp.trl.QuantConfig's default is "avg"). AbsmaxObserver keeps the largest |x| over
+# every calibration batch; AVGObserver, per batch, the mean over the batch's samples of each sample's
+# largest |x| (padding positions included), and reports the mean of those over the batches.
+ACT_QUANT_METHODS = {"abs_max": "AbsmaxObserver", "avg": "AVGObserver"}
+ACT_QUANT_DEFAULT = "avg"
+
+
+def _act_observer(method: str):
+    from paddleslim.quant.observers.abs_max import AbsmaxObserver
+    from paddleslim.quant.observers.avg import AVGObserver
+
+    if method not in ACT_QUANT_METHODS:
+        raise ValueError(f"act_quant_method {method!r} is not one the studio runs: abs_max or avg, the two "
+                         "llm/utils/quant.py maps to PaddleSlim observers for int8 activations")
+    return {"abs_max": AbsmaxObserver, "avg": AVGObserver}[method](quant_bits=8)
+
+
+def _ptq_scales(model, names, batches, act_method: str = ACT_QUANT_DEFAULT):
+    """A8W8 scales from paddle.quantization.PTQ with PaddleSlim's observers, as upstream's apply_ptq
+    collects them: ({name: activation scale}, {name: per-output-channel weight abs-max}). The
+    activation observer is the one ``act_method`` names (ACT_QUANT_METHODS); one observer per linear
+    sees its whole input tensor, padding positions included, as upstream's does."""
     import paddle
     from paddle.quantization import PTQ, QuantConfig
     from paddleslim.quant.observers import AbsMaxChannelWiseWeightObserver
-    from paddleslim.quant.observers.abs_max import AbsmaxObserver
 
+    activation = _act_observer(act_method)
     q_config = QuantConfig(activation=None, weight=None)
     layers = dict(model.named_sublayers())
     for n in names:
-        q_config.add_name_config([layers[n].full_name()], activation=AbsmaxObserver(quant_bits=8),
+        q_config.add_name_config([layers[n].full_name()], activation=activation,
                                  weight=AbsMaxChannelWiseWeightObserver(quant_bits=8))
     ptq = PTQ(q_config)
     qmodel = ptq.quantize(model, inplace=False)

@@ -6,8 +6,14 @@ What runs where (paddle 3.0.0 CPU, paddlenlp 3.0.0b4, paddleslim 2.6.0):
   ``weight_quantize`` computes in fp16 and ``weight_only_linear`` / ``weight_dequantize`` have no CPU kernel.
 - GPTQ: PaddleSlim's ``GPTQ.fasterquant`` (works on paddle 3.0.0), layer after layer, each layer
   calibrated on the model whose earlier layers are already quantized (as PaddleNLP's ``apply_gptq``).
-- A8W8: ``paddle.quantization.PTQ`` with PaddleSlim's ``AbsmaxObserver`` (activations, per tensor)
-  and ``AbsMaxChannelWiseWeightObserver`` (weights, per output channel) collect the scales.
+  Upstream saves the result as fake-quantized floats; the studio stores the same 4-bit grid as
+  weight_only_int4 (the report's ``notes`` say so).
+- A8W8: ``paddle.quantization.PTQ`` with the PaddleSlim activation observer the preset's
+  ``act_quant_method`` names, as upstream's llm/utils/quant.py maps it (``avg``: ``AVGObserver``, the
+  default of an upstream config; ``abs_max``: ``AbsmaxObserver``, what the studio's a8w8 presets say;
+  per tensor), and ``AbsMaxChannelWiseWeightObserver`` (weights, per output channel) collect the scales.
+  Calibration batches are padded as upstream's collator pads them (LLaMA tokenizers with EOS, on the
+  tokenizer's padding side): the observers see the padding positions too.
 - Shift and Smooth: our own (PaddleSlim's Shift rewraps norms into helper layers that rename the
   state-dict keys, and its Smooth piece-wise search casts to fp16 and fails on CPU). Shift moves the
   per-channel centre z of a norm's output into a norm bias (-z) and the following linears' bias (+z·W);
@@ -20,7 +26,8 @@ The output folder is what PaddleNLP's GPU inference reads:
   ``quantization_config`` whose ``weight_quantize_algo`` is weight_only_int8 / weight_only_int4;
 - a8w8: int8 ``<linear>.weight`` ([in, out], as PaddleNLP's fused a8w8 loader casts it),
   ``act_scales.json`` / ``weight_scales.json`` keyed ``<linear>.activation_quanter`` /
-  ``<linear>.weight_quanter`` (abs-max values, as PaddleSlim's observers report them), Shift's
+  ``<linear>.weight_quanter`` (the values PaddleSlim's observers report: activation abs-max or average
+  per-sample max, weight abs-max per channel), Shift's
   ``*_layernorm.bias`` and linear biases; ``quantization_config`` with quant_type a8w8, shift, smooth.
 Plus the tokenizer with its chat template, ``studio_quant.json`` (the marker ``core.models.evaluate.load``
 recognises) and ``report.json``. Written to a hidden temp folder and renamed into place.
@@ -47,8 +54,9 @@ from core.jobs import report_progress
 from core.data import templates
 from core.models import evaluate, loading
 from core.models.loading import load_quantized
-from core.quant.algorithms import (LAYOUT_ARCH, _collect_inputs, _gptq_layers, _ptq_scales, _require_gpu, _shift_smooth,
-                                   _transform_input, bits_of, dequant, pack, rel_error, rtn, target_linears)
+from core.quant.algorithms import (ACT_QUANT_DEFAULT, ACT_QUANT_METHODS, LAYOUT_ARCH, _collect_inputs, _gptq_layers,
+                                   _ptq_scales, _require_gpu, _shift_smooth, _transform_input, bits_of, dequant, pack,
+                                   rel_error, rtn, target_linears)
 from core.quant.presets import check_preset, list_presets, load_preset
 from core.quant.presets import from_paddlenlp as load_paddlenlp_preset
 from core.workspace import MODEL_MARKER, QUANT_MARKER
@@ -67,6 +75,18 @@ def _weights_bytes(model_dir: Path) -> int:
     return total
 
 
+def _calib_pad(tok) -> tuple[int, str]:
+    """(pad id, side) of upstream's calibration batches: llm/run_quantization.py pads LLaMA tokenizers
+    with EOS, and DataCollatorForSeq2Seq pads on the tokenizer's ``padding_side`` (left for
+    LlamaTokenizer). The observers see the padding positions too, so this is part of the scales."""
+    from paddlenlp.transformers import Llama3Tokenizer, LlamaTokenizer
+
+    pad = tok.eos_token_id if isinstance(tok, (LlamaTokenizer, Llama3Tokenizer)) else tok.pad_token_id
+    if pad is None or pad < 0:  # an EOS outside the vocabulary (id -1) is no token to pad with
+        pad = tok.pad_token_id
+    return pad, getattr(tok, "padding_side", "right")
+
+
 def _calib_batches(tok, tpl, records, steps: int, batch_size: int, src_length: int, max_length: int):
     import numpy as np
     import paddle
@@ -75,7 +95,7 @@ def _calib_batches(tok, tpl, records, steps: int, batch_size: int, src_length: i
     exs = exs[: steps * batch_size]
     if not exs:
         raise ValueError("no calibration examples (empty data?)")
-    pad = tok.pad_token_id
+    pad, side = _calib_pad(tok)
     out = []
     for i in range(0, len(exs), batch_size):
         chunk = exs[i:i + batch_size]
@@ -83,8 +103,10 @@ def _calib_batches(tok, tpl, records, steps: int, batch_size: int, src_length: i
         ids = np.full((len(chunk), n), pad, dtype="int64")
         att = np.zeros((len(chunk), n), dtype="int64")
         for j, e in enumerate(chunk):
-            ids[j, :len(e["input_ids"])] = e["input_ids"]
-            att[j, :len(e["input_ids"])] = 1
+            k = len(e["input_ids"])
+            at = slice(n - k, n) if side == "left" else slice(0, k)
+            ids[j, at] = e["input_ids"]
+            att[j, at] = 1
         out.append((paddle.to_tensor(ids), paddle.to_tensor(att)))
     return out, len(exs)
 
@@ -127,12 +149,15 @@ def resolve_data(model_dir: Path, data: str | None) -> tuple[Path, Path | None]:
     if not src.exists():
         raise FileNotFoundError(f"calibration data {src} does not exist")
     if src.is_dir():
-        if (src / "quant.json").is_file():
-            calib = src / "quant.json"
-        else:
+        has_quant = (src / "quant.json").is_file()
+        try:
             files = datasets.resolve_files(src)
-            calib = (files.get("train") or files.get("data") or [None])[0]
-        dev = (datasets.resolve_files(src).get("dev") or [None])[0]
+        except datasets.DatasetError:
+            if not has_quant:  # a folder of quant.json alone is enough (as llm/run_quantization.py reads it)
+                raise
+            files = {}
+        calib = src / "quant.json" if has_quant else (files.get("train") or files.get("data") or [None])[0]
+        dev = (files.get("dev") or [None])[0]
         if calib is None:
             raise ValueError(f"{src}: no quant.json or train split to calibrate on")
         return calib, dev
@@ -198,6 +223,7 @@ def quantize(model_dir, preset, out_dir, data=None, calib_steps: int | None = No
         raise ValueError(f"{model_dir} has no config.json and safetensors weights (is it a model folder?)")
     algo = preset["algorithm"]
     method = preset.get("method", "ptq" if algo == "a8w8" else "rtn")
+    act_method = preset.get("act_quant_method", ACT_QUANT_DEFAULT) if algo == "a8w8" else None
     group = int(preset.get("group_size", -1))
     steps = int(calib_steps or preset.get("calib_steps", 8))
     bsz = int(batch_size or preset.get("batch_size", 8))
@@ -235,7 +261,7 @@ def quantize(model_dir, preset, out_dir, data=None, calib_steps: int | None = No
         shift, smooth = bool(preset.get("shift")), bool(preset.get("smooth"))
         if shift or smooth:
             norm_groups = _shift_smooth(model, batches, shift, smooth, float(preset.get("smooth_alpha", 0.5)), log)
-        act, wmax = _ptq_scales(model, names, batches)
+        act, wmax = _ptq_scales(model, names, batches, act_method)
         for n in names:
             w = layers[n].weight.numpy().astype(np.float32)
             s = np.where(wmax[n] == 0, 1e-8, wmax[n]) / 127.0
@@ -291,14 +317,14 @@ def quantize(model_dir, preset, out_dir, data=None, calib_steps: int | None = No
     if algo == "a8w8":
         qc = {"weight_quantize_algo": "a8w8", "quant_type": "a8w8", "shift": bool(preset.get("shift")),
               "smooth": bool(preset.get("smooth")), "shift_smooth_all_linears": False,
-              "weight_quant_method": "abs_max_channel_wise", "act_quant_method": "abs_max"}
+              "weight_quant_method": "abs_max_channel_wise", "act_quant_method": act_method}
     else:
         qc = {"weight_quantize_algo": algo, "quant_type": algo, "weight_quant_method":
               "abs_max_channel_wise" if group == -1 else "groupwise", "weight_blocksize": group if group != -1 else 64}
     cfg["quantization_config"] = qc
     marker = {"preset": preset["name"], "algorithm": algo, "method": method, "bits": 8 if algo == "a8w8" else bits_of(algo),
               "group_size": group, "layout_arch": LAYOUT_ARCH, "layers": names,
-              "activation_bits": 8 if algo == "a8w8" else None, "dtype": "float32",
+              "activation_bits": 8 if algo == "a8w8" else None, "act_quant_method": act_method, "dtype": "float32",
               "shift": bool(preset.get("shift")), "smooth": bool(preset.get("smooth")),
               "norm_bias": sorted(k for k in state if k.endswith("layernorm.bias")),
               "quantized_from": str(model_dir.resolve())}
@@ -350,6 +376,7 @@ def quantize(model_dir, preset, out_dir, data=None, calib_steps: int | None = No
             "seconds": {"quantize": round(t_quant, 2), "evaluate": round(t_eval, 2),
                         "total": round(time.perf_counter() - t0, 2)},
             "versions": _versions(),
+            "notes": upstream_notes(algo, method, act_method),
             "table": _table(size_before, size_after, before, after, time.perf_counter() - t0),
         }
         workspace.write_json_atomic(tmp / "report.json", report)
@@ -360,6 +387,38 @@ def quantize(model_dir, preset, out_dir, data=None, calib_steps: int | None = No
     log(f"wrote {out}: {size_before} -> {size_after} bytes" +
         (f", ppl {before['perplexity']:.4f} -> {after['perplexity']:.4f}" if before and after else ""))
     return report
+
+
+# How the output compares with what PaddleNLP's llm/run_quantization.py writes for the same method
+# (English, 中文); the report carries them as {"code", "params", "message", "message_zh"}.
+UPSTREAM_NOTES = {
+    "gptq_storage": (
+        "GPTQ output differs in storage from upstream: llm/run_quantization.py --do_gptq saves fake-quantized "
+        "floats (each weight replaced by its 4-bit grid value, in the model's dtype, no int weights), the studio "
+        "stores weight_only_int4 (int4 codes packed two per byte + fp16 per-channel scales). Both lie on the same "
+        "4-bit grid (per output channel abs-max / 7, codes -8..7) and score the same eval loss (up to the fp16 "
+        "rounding of the scales); the studio's linears are about 8x smaller.",
+        "GPTQ 的存储方式与上游不同：llm/run_quantization.py --do_gptq 保存伪量化的浮点权重（每个权重换成其 4 bit "
+        "网格上的值，仍为模型原精度，没有整数权重），本工作室保存为 weight_only_int4（int4 编码每字节两个 + fp16 逐通道"
+        "缩放系数）。两者在同一个 4 bit 网格上（逐输出通道 abs-max / 7，编码 -8..7），评估损失相同（仅差缩放系数的 fp16 "
+        "舍入）；本工作室的线性层约小 8 倍。"),
+    "act_quant_method": (
+        "activation scales by act_quant_method {method} (PaddleSlim {observer}, as upstream maps it); "
+        "llm/run_quantization.py defaults to avg",
+        "激活缩放系数按 act_quant_method {method} 计算（PaddleSlim {observer}，与上游的对应相同）；"
+        "llm/run_quantization.py 的默认值为 avg"),
+}
+
+
+def upstream_notes(algo: str, method: str, act_method: str | None) -> list[dict]:
+    """What a user comparing this output with upstream's should know (UPSTREAM_NOTES)."""
+    out = []
+    if method == "gptq":
+        out.append(("gptq_storage", {}))
+    if algo == "a8w8" and act_method:
+        out.append(("act_quant_method", {"method": act_method, "observer": ACT_QUANT_METHODS[act_method]}))
+    return [{"code": c, "params": p, "message": UPSTREAM_NOTES[c][0].format(**p),
+             "message_zh": UPSTREAM_NOTES[c][1].format(**p)} for c, p in out]
 
 
 def _table(sb, sa, before, after, secs):
@@ -539,6 +598,8 @@ def cli_main(argv: list[str]) -> int:
             print(f"{row['metric']:16} {row['before']!s:>14} -> {row['after']!s:>14}")
         print(f"layer error mean {rep['layer_error']['mean']:.3g} max {rep['layer_error']['max']:.3g} "
               f"({rep['layer_error']['max_layer']})")
+        for n in rep.get("notes", []):
+            print(f"note: {n['message']}")
     return 0
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from core.quant.algorithms import ACT_QUANT_DEFAULT, ACT_QUANT_METHODS
+
 PRESETS_DIR = Path(__file__).resolve().parents[2] / "presets" / "quant"
 
 
@@ -54,6 +56,13 @@ def check_preset(p: dict) -> list[str]:
         out.append("gptq presets are per channel (group_size -1)")
     if algo == "a8w8" and p.get("method", "ptq") != "ptq":
         out.append("a8w8 uses method ptq")
+    am = p.get("act_quant_method")
+    if am is not None and am not in ACT_QUANT_METHODS:
+        out.append(f"act_quant_method must be abs_max (PaddleSlim AbsmaxObserver: the largest |x| over every "
+                   f"calibration batch) or avg (AVGObserver: the mean over batches of each sample's largest |x|), "
+                   f"the two upstream's llm/utils/quant.py runs for int8 activations; not {am!r}")
+    elif am is not None and algo != "a8w8":
+        out.append(f"act_quant_method is for a8w8 (weight-only presets do not quantize activations), not {algo!r}")
     a = p.get("smooth_alpha", 0.5)
     if not (0 < float(a) < 1):
         out.append(f"smooth_alpha must be in (0, 1), not {a!r}")
@@ -87,7 +96,8 @@ def from_paddlenlp(d: dict) -> tuple[dict | None, list[str], list[dict]]:
 
     Mapping (PaddleNLP llm/run_quantization.py semantics): ``do_gptq`` is GPTQ of 4-bit weights, per
     channel, damp 0.1, act-order over ``gptq_step`` batches; ``do_ptq`` with ``quant_type`` a8w8 is
-    A8W8 PTQ over ``ptq_step`` batches after the optional ``shift`` / ``smooth``; with a
+    A8W8 PTQ over ``ptq_step`` batches after the optional ``shift`` / ``smooth``, activation scales by
+    ``act_quant_method`` (left out: upstream's default, avg) and per-channel weight scales; with a
     weight-only ``quant_type`` it is round-to-nearest of the weights (groupwise: groups of 128).
     Problems name the key: quant types and methods the engine lacks (a8w8c8, FP8, AWQ, QAT)."""
     problems, notes = [], []
@@ -109,8 +119,18 @@ def from_paddlenlp(d: dict) -> tuple[dict | None, list[str], list[dict]]:
         if qtype != "weight_only_int4":
             notes.append(f"upstream GPTQ quantizes weights to 4 bits whatever quant_type says ({qtype!r})")
     elif d.get("do_ptq") and qtype == "a8w8":
+        act = d.get("act_quant_method", ACT_QUANT_DEFAULT)
+        if act not in ACT_QUANT_METHODS:
+            refuse("act_quant_method", f"act_quant_method {act!r} is not in the studio's Quantize engine (it runs "
+                                       "abs_max and avg, the int8 activation observers of llm/utils/quant.py)")
+        wqm = d.get("weight_quant_method", "abs_max_channel_wise")
+        if wqm != "abs_max_channel_wise":
+            refuse("weight_quant_method", f"weight_quant_method {wqm!r} for a8w8 is not in the studio's Quantize engine "
+                                          "(its a8w8 weights are int8 per output channel: abs_max_channel_wise)")
         preset = {"name": "paddlenlp-ptq", "algorithm": "a8w8", "method": "ptq", "shift": bool(d.get("shift")),
                   "smooth": bool(d.get("smooth")), "smooth_alpha": 0.5, "calib_steps": int(d.get("ptq_step", 32))}
+        if act in ACT_QUANT_METHODS:  # else refused above, once
+            preset["act_quant_method"] = act
         said = set()
         for key, text in APPROXIMATED.items():
             if d.get(key) and text not in said and (not key.startswith("shift") or d.get("shift")) \
@@ -133,6 +153,8 @@ def from_paddlenlp(d: dict) -> tuple[dict | None, list[str], list[dict]]:
         what = {"a8w8": "A8W8 PTQ", "weight_only_int8": "weight-only INT8", "weight_only_int4": "weight-only INT4"}
         preset["description"] = (f"{what[preset['algorithm']]} ({preset['method']}"
                                  + (", shift" if preset.get("shift") else "") + (", smooth" if preset.get("smooth") else "")
+                                 + (f", {preset['act_quant_method']} activation scales"
+                                    if preset.get("act_quant_method") else "")
                                  + ") from a PaddleNLP llm/run_quantization.py config")
         problems += [{"code": "bad_preset", "field": "", "params": {}, "message": m} for m in check_preset(preset)]
     return (None if problems else preset), notes, problems

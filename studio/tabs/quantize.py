@@ -7,6 +7,7 @@ result there.
 from __future__ import annotations
 
 import time
+from html import escape
 from pathlib import Path
 
 import gradio as gr
@@ -66,7 +67,10 @@ def report_parts(rep: dict, lang: str) -> tuple[str, object, object]:
                            t("quant.chart_quality", lang), height=280)
     head = t("quant.done", lang, out=rep["out"], preset=rep["preset"], ratio=f"{times:.3g}",
              before=size(sz["before_bytes"]), after=size(sz["after_bytes"]), s=duration(rep["seconds"]["total"]))
-    return f"<p id='quant-summary'>{head}</p>{table}", fig_size, fig_q
+    # what the engine says about itself against upstream (GPTQ's storage, A8W8's activation-scale method)
+    notes = "".join(f"<p class='quant-note'>{escape(str(n.get('message_zh' if lang == 'zh' else 'message') or ''))}</p>"
+                    for n in rep.get("notes", []) if isinstance(n, dict))
+    return f"<p id='quant-summary'>{head}</p>{notes}{table}", fig_size, fig_q
 
 
 def job_result(info: dict, lang: str) -> list:
