@@ -377,9 +377,11 @@ TEXT: dict[str, dict[str, str]] = {
               "config says {device})",
         "zh": "device {device!r}：本机没有 GPU；请写 \"cpu\"（否则配置写着 {device}，实际却在 CPU 上训练）"},
     "check.fused_layout_with_adapter": {
-        "en": "{key} fuses the layers the {method} targets name ({targets}): the adapter would miss them; turn {key} "
-              "off or train sft",
-        "zh": "{key} 会把 {method} 的目标层（{targets}）融合成一层，适配器将匹配不到它们；请关闭 {key} 或改用全量微调 sft"},
+        "en": "{key} fuses layers ({targets}) into one: the {method} adapter would be trained on the fused layer, "
+              "while chat, merge and evaluation load the base model unfused, so it would not load back as trained; "
+              "turn {key} off or train sft",
+        "zh": "{key} 会把多个层（{targets}）融合成一层：{method} 适配器将在融合层上训练，而对话、合并和评估按未融合的方式"
+              "加载基座模型，训练出的适配器无法原样加载；请关闭 {key} 或改用全量微调 sft"},
     "check.warmup_ignored": {
         "en": "warmup_steps ({warmup}) is ignored by the constant schedule: choose constant_with_warmup, or set "
               "warmup_steps to 0",

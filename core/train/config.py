@@ -412,8 +412,9 @@ MESSAGES = {
     "cpu_refused": "{key} does not work on this machine (no GPU): {why}",
     "device_not_here": "device {device!r}: this machine has no GPU; write \"cpu\" (the run would train on the CPU "
                        "while its config says {device})",
-    "fused_layout_with_adapter": ("{key} fuses the layers the {method} targets name ({targets}): the adapter would "
-                                  "miss them; turn {key} off or train sft"),
+    "fused_layout_with_adapter": ("{key} fuses layers ({targets}) into one: the {method} adapter would be trained on "
+                                  "the fused layer, while chat, merge and evaluation load the base model unfused, so "
+                                  "it would not load back as trained; turn {key} off or train sft"),
     "warmup_ignored": ("warmup_steps ({warmup}) is ignored by the constant schedule: choose constant_with_warmup, "
                        "or set warmup_steps to 0"),
     "not_a_folder": "{field}: {path} is {kind}, not a folder",
@@ -493,7 +494,7 @@ GPU_REASONS = {
 }
 # switches that re-shape the model's layers: a LoRA-family method's targets (the family preset's
 # q_proj, k_proj, v_proj, gate_proj, up_proj) would then match nothing of what they fused
-FUSED_LAYOUT = ("fuse_attention_qkv", "fuse_attention_ffn")
+FUSED_LAYOUT = {"fuse_attention_qkv": "q, k, v", "fuse_attention_ffn": "gate, up"}  # switch -> the layers it fuses
 
 
 def check_message(p: dict) -> str:
@@ -854,8 +855,7 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
         for key in FUSED_LAYOUT:
             if x.get(key) and (m.method != "dpo" or m.dpo_lora):
                 add("fused_layout_with_adapter", f"extra.{key}", key=key, method=m.method,
-                    targets=", ".join(t.strip(".*") for t in (family_of_type(_model_type(model_dir)) or {}).get(
-                        "target_modules", [])[:3]) or "its projections")
+                    targets=FUSED_LAYOUT[key])
     if not has_gpu:
         dev = x.get("device")
         if isinstance(dev, str) and dev not in ("", "cpu"):
