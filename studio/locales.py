@@ -308,6 +308,30 @@ TEXT: dict[str, dict[str, str]] = {
         "zh": "DPO 需要偏好数据（{{src, tgt, response: [更好, 更差], sort}} 或 {{prompt, chosen, rejected}}）；{path} 中没有"},
     "check.dpo_one_process": {"en": "DPO trains in one process in the studio ({world} asked): set nproc to 1",
                               "zh": "DPO 在本工作室中只用一个进程训练（当前 {world} 个）：请把 nproc 设为 1"},
+    "check.kto_records_need_kto": {
+        "en": "{path} holds KTO records (one answer each, marked desirable or undesirable by sort): train it with the "
+              "kto method",
+        "zh": "{path} 是 KTO 数据（每条一个回答，由 sort 标注好坏）：请用 kto 方法训练"},
+    "check.kto_needs_records": {
+        "en": "KTO trains on records of one answer marked desirable or not ({{src, tgt, response: [answer], sort: "
+              "[1 or 0]}}); {path} holds none",
+        "zh": "KTO 需要每条一个回答并标注好坏的数据（{{src, tgt, response: [回答], sort: [1 或 0]}}）；{path} 中没有"},
+    "check.kto_one_process": {
+        "en": "KTO trains in one process in the studio ({world} asked; upstream's KTO loss gathers its KL term over a "
+              "hybrid-parallel group): set nproc to 1",
+        "zh": "KTO 在本工作室中只用一个进程训练（当前 {world} 个；上游 KTO 损失要在混合并行组上汇总 KL 项）：请把 nproc 设为 1"},
+    "check.kto_ignored_key": {"en": "{key} changes nothing in run_kto.py ({why}): leave it out",
+                              "zh": "{key} 在 run_kto.py 中不起作用（{why_zh}）：请删去"},
+    "check.dpo_unapplied_key": {
+        "en": "{key} = {value}: run_dpo.py applies it to the LoRA adapter, the studio's DPO does not yet (it would train "
+              "a plain LoRA instead): leave it out, or train with upstream's script",
+        "zh": "{key} = {value}：run_dpo.py 会把它用于 LoRA 适配器，而工作室的 DPO 尚未支持（会训练成普通 LoRA）：请删去，"
+              "或用上游脚本训练"},
+    "check.kto_bad_records": {
+        "en": "{path}: {bad} of {total} records are not KTO records; line {line}, {where}: {detail}; "
+              "`paddle-studio data validate {path}` lists every one",
+        "zh": "{path}：{total} 条记录中有 {bad} 条不是有效的 KTO 记录；第 {line} 行，{where}：{detail}；"
+              "`paddle-studio data validate {path}` 会列出全部"},
     "check.reft_unsupported": {"en": "ReFT does not work with {family} models: {why}",
                                "zh": "{family} 系列模型不支持 ReFT：{why}"},
     "check.reft_with_packing": {"en": "ReFT edits each prompt's own first and last tokens: turn zero_padding (packing) off",
@@ -478,6 +502,13 @@ TEXT: dict[str, dict[str, str]] = {
                                "zh": "应为含 2 个回答（被比较的两个）的列表，实际为 {got}"},
     "problem.sort_tie": {"en": "sort ranks both answers the same ({value}); one of them must be preferred",
                          "zh": "sort 给两个回答相同的排名（{value}）；必须有一个更好"},
+    "problem.kto_response_count": {
+        "en": "expected a list of 1 answer (a KTO record holds one answer, marked by sort), got {got}",
+        "zh": "应为只含 1 个回答的列表（KTO 记录只有一个回答，由 sort 标注好坏），实际为 {got}"},
+    "problem.kto_sort_value": {
+        "en": "expected [1] (desirable) or [0] (undesirable), got {value}: upstream's KTO loss counts only 1 and 0, "
+              "and would skip this answer without a word",
+        "zh": "应为 [1]（好的回答）或 [0]（不好的回答），实际为 {value}：上游 KTO 损失只认 1 和 0，会不声不响地跳过这条回答"},
     "problem.history_mismatch": {
         "en": "src has {src} turns, so tgt (the answers before the last turn) must have {expected}, got {tgt}",
         "zh": "src 有 {src} 轮，tgt（最后一轮之前的回答）应有 {expected} 个，实际为 {tgt}"},
@@ -529,8 +560,9 @@ TEXT: dict[str, dict[str, str]] = {
 }
 
 
-def t(key: str, lang: str = "en", **params) -> str:
-    """The text for ``key`` in ``lang`` with ``params`` filled in; the key itself if unknown."""
+def t(key: str, lang: str = "en", /, **params) -> str:
+    """The text for ``key`` in ``lang`` with ``params`` filled in; the key itself if unknown. Both
+    positional only: a check's own ``key`` parameter (cpu_refused, kto_ignored_key) is a param."""
     entry = TEXT.get(key)
     if entry is None:
         return key
@@ -577,6 +609,10 @@ FIELD_HELP_ZH = {
     "dpo_loss_type": "DPO：偏好损失（sigmoid 即 DPO；simpo 与 or 不需要参考模型）。",
     "dpo_lora": "DPO：训练 LoRA 适配器（关闭适配器即参考模型）；关闭此项则全参 DPO，以冻结副本为参考。",
     "dpo_sft_loss_ratio": "DPO：在更好的回答上附加 SFT 损失的权重。",
+    "kto_beta": "KTO：beta，微调后的模型可偏离参考模型的程度（越大越保守）。",
+    "kto_desirable_weight": "KTO：标为好的回答（sort [1]）上损失的权重。",
+    "kto_undesirable_weight": "KTO：标为不好的回答（sort [0]）上损失的权重。",
+    "kto_lora": "KTO：训练 LoRA 适配器（关闭适配器即参考模型）；关闭此项则全参 KTO，以冻结副本为参考。",
     "neftune": "NEFTune：训练时给输入嵌入加均匀噪声。",
     "neftune_noise_alpha": "NEFTune 噪声系数 alpha。",
     "weight_quantize_algo": "QLoRA：量化基座权重（nf4、fp4、weight_only_int8 等），仅限 GPU。",
@@ -646,6 +682,10 @@ FIELD_LABELS = {
     "dpo_loss_type": ("DPO loss", "DPO 损失类型"),
     "dpo_lora": ("DPO with LoRA", "DPO 使用 LoRA"),
     "dpo_sft_loss_ratio": ("DPO SFT loss weight", "DPO 附加 SFT 损失权重"),
+    "kto_beta": ("KTO beta", "KTO beta"),
+    "kto_desirable_weight": ("KTO weight of desirable answers", "KTO 好回答的权重"),
+    "kto_undesirable_weight": ("KTO weight of undesirable answers", "KTO 差回答的权重"),
+    "kto_lora": ("KTO with LoRA", "KTO 使用 LoRA"),
     "neftune": ("NEFTune noise", "NEFTune 噪声"),
     "neftune_noise_alpha": ("NEFTune noise scale", "NEFTune 噪声系数"),
     "weight_quantize_algo": ("QLoRA base quantization", "QLoRA 基座量化"),
@@ -750,8 +790,8 @@ TEXT.update({
     "merge.col_records": {"en": "records", "zh": "记录数"},
     "merge.chart": {"en": "Scores on dev (higher is better)", "zh": "验证集得分（越高越好）"},
     "merge.score": {"en": "score", "zh": "得分"},
-    "runs.rewards": {"en": "DPO rewards (chosen, rejected, margin) and accuracy",
-                     "zh": "DPO 奖励（更好、更差、差值）与准确率"},
+    "runs.rewards": {"en": "Rewards (chosen, rejected, margin), DPO's accuracy and KTO's KL",
+                     "zh": "奖励（更好、更差、差值）、DPO 准确率与 KTO 的 KL"},
     "runs.speed": {"en": "Tokens/s and learning rate", "zh": "吞吐（token/秒）与学习率"},
     "runs.log_scale": {"en": "Log scale", "zh": "对数坐标"},
     "runs.curve_caption": {"en": "{n} loss points, {e} evaluations", "zh": "{n} 个 loss 点，{e} 次评估"},

@@ -64,8 +64,9 @@ GPU_ONLY = {
 }
 # multi-node launch settings: exercised by tests/test_runs.py (two nodes on loopback) and
 # tests/test_cluster.py (nodes, port_range: a real sshd as node 1); DPO needs
-# preference pairs, not this SFT slice: tests/test_dpo.py trains it
+# preference pairs, not this SFT slice: tests/test_dpo.py trains it; KTO its own records: tests/test_kto.py
 ELSEWHERE = {"nnodes", "master", "rank", "nodes", "port_range", "dpo_beta", "dpo_loss_type", "dpo_lora", "dpo_sft_loss_ratio",
+             "kto_beta", "kto_desirable_weight", "kto_undesirable_weight", "kto_lora",
              "sharding_parallel_degree"}  # sharding stage1 x 2 processes: tests/test_parallel_env.py
 
 
@@ -82,7 +83,7 @@ def test_every_form_field_is_trained_refused_or_a_value():
     shown = {f.name for s in config.RunConfig.SECTIONS for f in fields(getattr(config.RunConfig(), s))}
     covered = _switches_set() | VALUES | set(GPU_ONLY) | ELSEWHERE
     assert shown - covered == set(), "fields the form shows that no test trains or refuses"
-    methods = {m for m, _ in MATRIX.values()} | {"qlora", "dpo"}
+    methods = {m for m, _ in MATRIX.values()} | {"qlora", "dpo", "kto"}
     assert methods == set(config.METHODS)
     schedules = {o["training"].get("lr_scheduler_type") for _, o in MATRIX.values() if "training" in o}
     assert set(config.TrainingSection.__dataclass_fields__["lr_scheduler_type"].metadata["choices"]) <= schedules

@@ -22,15 +22,16 @@ HUB_AND_DATA = {("hub_id", "model.model_name_or_path"), ("path_missing", "data.d
 GPU_LORA = HUB_AND_DATA | {("sharding_shards_nothing", "parallel.sharding_parallel_degree"), ("needs_gpu", "training.bf16")}
 GPU_SFT = GPU_LORA | {("needs_gpu", "parallel.sharding"), ("needs_gpu", "parallel.tensor_parallel_degree"),
                       ("degrees_do_not_divide", "parallel.tensor_parallel_degree")}
+# run_dpo.py's and run_kto.py's files (stage1, flash attention and flash_mask, bf16, tensor parallel 8 on one process)
+GPU_PREFERENCE = (GPU_SFT - {("needs_gpu", "parallel.sharding")}) | {("needs_gpu", "training.flash_mask"),
+                                                                   ("needs_gpu", "training.use_flash_attention")}
 # file -> ("accept", the check's (code, field) pairs on a CPU machine) | ("refuse", [(code, field, detail)])
 EXPECT = {
     **{f"{fam}_sft": ("accept", GPU_SFT) for fam in ("llama", "qwen2", "chatglm2")},
     **{f"{fam}_lora": ("accept", GPU_LORA) for fam in ("llama", "qwen2", "chatglm2")},
     **{f"{fam}_ptq": ("refuse", [("other_entry", "", "quantization")]) for fam in ("llama", "qwen2", "chatglm2")},
     **{f"{fam}_gptq": ("refuse", [("other_entry", "", "quantization")]) for fam in ("llama", "qwen2", "chatglm2")},
-    **{f"{fam}_dpo": ("accept", (GPU_SFT - {("needs_gpu", "parallel.sharding")}) |  # stage1
-                      {("needs_gpu", "training.flash_mask"), ("needs_gpu", "training.use_flash_attention")})
-       for fam in ("llama", "qwen2", "chatglm2")},  # run_dpo.py's keys: the dpo method
+    **{f"{fam}_dpo": ("accept", GPU_PREFERENCE) for fam in ("llama", "qwen2", "chatglm2")},  # the dpo method
     **{f"{fam}_qlora": ("accept", HUB_AND_DATA | {("needs_gpu", "method.weight_quantize_algo"), ("needs_gpu", "training.bf16")})
        for fam in ("llama", "qwen2", "chatglm2")},
     **{f"{fam}_prefix": ("accept", HUB_AND_DATA | {("needs_gpu", "training.bf16")}) for fam in ("llama", "qwen2", "chatglm2")},
@@ -39,8 +40,8 @@ EXPECT = {
     **{f"{fam}_reft": ("accept", HUB_AND_DATA | {("needs_gpu", "training.bf16")}) for fam in ("llama", "qwen2", "chatglm2")},
     **{f"{fam}_pretrain": ("refuse", [("other_entry", "", "pretrain")]) for fam in ("llama", "qwen2", "chatglm2")},
     # the other entries' files, from upstream's llm/config (SOURCES): each named for its script
-    "llama_kto": ("refuse", [("other_entry", "", "kto")]),
-    "llama_kto_lora": ("refuse", [("other_entry", "", "kto")]),
+    "llama_kto": ("accept", GPU_PREFERENCE),  # run_kto.py's keys (told by the file name): the kto method
+    "llama_kto_lora": ("accept", GPU_PREFERENCE),
     "llama_flashmask_dpo": ("accept", GPU_SFT | {("needs_gpu", "training.flash_mask"),  # DPO with no beta
                                                  ("needs_gpu", "training.use_flash_attention")}),
     "llama_ppo": ("refuse", [("other_entry", "", "ppo")]),
@@ -193,11 +194,15 @@ def test_round_trip_is_lossless(name):
     always writes; an explicit do_eval: false stays false; left-out keys mean upstream's defaults."""
     d, found = upstream.read(json.loads((CORPUS / f"{name}.json").read_text()), name=f"{name}.json")
     assert not found  # the values as upstream's parser reads them ("10" is 10)
-    cfg = config.RunConfig.from_paddlenlp(d)
+    told = (upstream.entry_of(d, f"{name}.json") or ("",))[0]
+    cfg = config.RunConfig.from_paddlenlp(d, entry=told)
     out = cfg.to_paddlenlp()
     extra = set(out) - set(d)
-    dpo_defaults = {k for k in ("beta", "loss_type") if out.get(k) == upstream.DPO_ARGUMENT_KEYS[k][2]}
-    assert extra <= {"report_to", "disable_tqdm", "do_train"} | dpo_defaults, extra  # run_dpo.py's defaults
+    # the keys that say which script a file is for, at run_dpo.py's / run_kto.py's defaults
+    told_by = {"dpo": ("beta", "loss_type"), "kto": ("beta", "desirable_weight", "undesirable_weight")}.get(told, ())
+    table = upstream.KTO_ARGUMENT_KEYS if told == "kto" else upstream.DPO_ARGUMENT_KEYS
+    own_defaults = {k for k in told_by if out.get(k) == table[k][2]}
+    assert extra <= {"report_to", "disable_tqdm", "do_train"} | own_defaults, extra
     for k, v in d.items():
         assert out[k] == v, (k, out[k], v)
     flipped = {**d, "do_eval": False}
@@ -293,9 +298,9 @@ def test_the_file_name_tells_only_where_the_keys_cannot():
     assert upstream.entry_of({"do_ptq": "false", "dataset_name_or_path": "d"}) is None
     assert upstream.entry_of({"do_ptq": 0, "dataset_name_or_path": "d"}) is None
     assert upstream.entry_of({"do_ptq": "true"})[0] == "quantization"
-    _, _, msgs = verdict(CORPUS / "llama_kto.json")
-    assert msgs[0].startswith("this is a KTO file for llm/alignment/kto/run_kto.py (told by the file name "
-                              "llama_kto.json") and "the studio does not run KTO" in msgs[0]
+    # the same keys: the kto method from a KTO-named file, the dpo method from any other name
+    assert config.load_run_file(CORPUS / "llama_kto.json").method.method == "kto"
+    assert config.load_run_file(CORPUS / "llama_dpo.json").method.method == "dpo"
     for name, script in (("llama_ppo", "run_ppo.py"), ("llama_rm", "rm/run_reward.py"),
                          ("qwen_emb", "llm/run_embedding.py"), ("llama_grpo", "GRPO")):
         _, _, msgs = verdict(CORPUS / f"{name}.json")
@@ -359,6 +364,42 @@ def test_the_dpo_table_is_what_run_dpos_parser_accepts():
     assert t["unified_checkpoint"]["default"] is True  # DPOTrainingArguments' own default wins
     assert upstream.problems({"normalize_logps": True, "beta": 0.1})[0]["code"] == "unknown_key"
     assert upstream.problems({"use_fused_rope": True, "tensor_parallel_output": False, "beta": 0.1}) == []
+
+
+# llm/alignment/kto/kto_argument.py of PaddleNLP ef2ffc3daa22f1c25d8df3948ebfe37f4b8e23b0, not in the
+# wheel: the fields each of its classes declares (KTOTrainingArguments: @llmmetaclass, as DPO's).
+RUN_KTO_FILE_KEYS = {
+    "KTOTrainingArguments": ["unified_checkpoint", "unified_checkpoint_config", "autotuner_benchmark", "benchmark"],
+    "KTOConfig": ["beta", "desirable_weight", "undesirable_weight", "lora"],
+    "KTODataArgument": ["train_dataset_path", "dev_dataset_path", "max_seq_len", "max_prompt_len", "greedy_zero_padding"],
+    "KTOModelArgument": ["model_name_or_path", "tokenizer_name_or_path", "flash_mask", "weight_quantize_algo",
+                         "fuse_attention_qkv", "fuse_attention_ffn", "lora_rank", "lora_path", "rslora",
+                         "lora_plus_scale", "lora_alpha", "rslora_plus", "use_quick_lora"],
+}
+
+
+def test_the_kto_table_is_what_run_ktos_parser_accepts():
+    """run_kto.py's keys: the wheel's TrainingArguments under @llmmetaclass plus the fields
+    kto_argument.py declares, and "lazy" (upstream's own kto_argument.json has it; argparse expands
+    it to lazy_data_processing); none of DPO's own keys."""
+    import dataclasses
+
+    from paddlenlp.trainer import TrainingArguments
+    from paddlenlp.transformers.configuration_utils import llmmetaclass
+
+    @dataclasses.dataclass
+    @llmmetaclass
+    class MetaTrainingArguments(TrainingArguments):
+        unified_checkpoint: bool = True
+
+    accepted = {f.name for f in dataclasses.fields(MetaTrainingArguments) if f.init}
+    accepted |= {k for keys in RUN_KTO_FILE_KEYS.values() for k in keys} | {"lazy"}
+    t = upstream.kto_table()
+    assert set(t) == accepted, (sorted(set(t) - accepted), sorted(accepted - set(t)))
+    assert {k: list(v) for k, v in upstream.KTO_CLASSES.items()} == RUN_KTO_FILE_KEYS
+    assert not {"loss_type", "simpo_gamma", "sft_loss_ratio", "reference_free"} & set(t)
+    assert t["unified_checkpoint"]["default"] is True and t["desirable_weight"]["type"] == "float"
+    assert t["lazy"]["type"] == "bool" and "lazy_data_processing" in t["lazy"]["owner"]
 
 
 # Item by item, what upstream's PdArgumentParser (3.0.0b4, run_finetune.py's classes) makes of a JSON

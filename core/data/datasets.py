@@ -31,8 +31,11 @@ from typing import Iterator
 from core import workspace
 
 # text: raw text for continued pretraining ({"text": ...} lines, or a .txt file: one document per line)
-FORMATS = ("paddlenlp", "alpaca", "sharegpt", "messages", "text", "preference", "chosen_rejected")
-PREFERENCE_FORMATS = ("preference", "chosen_rejected")
+FORMATS = ("paddlenlp", "alpaca", "sharegpt", "messages", "text", "preference", "chosen_rejected", "kto")
+PREFERENCE_FORMATS = ("preference", "chosen_rejected")  # pairs, for DPO
+# kto: one answer a record, marked desirable (sort [1]) or undesirable (sort [0]), for KTO (the records
+# of llm/alignment/kto/run_kto.py: {src, tgt, response: [answer], sort: [1 or 0]})
+KTO_SORTS = (0, 1)
 MAX_LINE_BYTES = 1_000_000
 MAX_ERRORS = 50
 BOM = b"\xef\xbb\xbf"
@@ -62,6 +65,9 @@ MESSAGES = {
     "lone_surrogate": "text holds an unpaired UTF-16 surrogate escape (\\ud800-\\udfff) that cannot be written as UTF-8",
     "response_count": "expected a list of 2 answers (the two compared), got {got}",
     "sort_tie": "sort ranks both answers the same ({value}); one of them must be preferred",
+    "kto_response_count": "expected a list of 1 answer (a KTO record holds one answer, marked by sort), got {got}",
+    "kto_sort_value": ("expected [1] (desirable) or [0] (undesirable), got {value}: upstream's KTO loss counts only "
+                       "1 and 0, and would skip this answer without a word"),
     "history_mismatch": "src has {src} turns, so tgt (the answers before the last turn) must have {expected}, got {tgt}",
     "no_prompt": "missing field: the prompt (one of prompt, question, instruction)",
     "array_too_large": "a JSON array file of {size} bytes is too large to read at once; convert it to JSON lines",
@@ -396,6 +402,79 @@ def check_preference_record(rec) -> list[RecordError]:
     compared answers to the last turn, ``sort`` their ranks (higher is better, not equal)."""
     if not isinstance(rec, dict):
         return [RecordError("", "not_object", got=type(rec).__name__)]
+    problems = _history_problems(rec)
+    resp = rec.get("response")
+    if "response" not in rec:
+        problems.append(RecordError("response", "missing_field"))
+    elif not isinstance(resp, list) or len(resp) != 2:
+        problems.append(RecordError("response", "response_count",
+                                    got=f"{len(resp)} items" if isinstance(resp, list) else type(resp).__name__))
+    else:
+        for i, item in enumerate(resp):
+            try:
+                _check_text(item, f"response[{i}]")
+            except RecordError as e:
+                problems.append(e)
+    sort = rec.get("sort")
+    if "sort" not in rec:
+        problems.append(RecordError("sort", "missing_field"))
+    elif (not isinstance(sort, list) or len(sort) != 2
+          or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in sort)):
+        problems.append(RecordError("sort", "wrong_type", expected="a list of 2 numbers (higher = better)",
+                                    got=json.dumps(sort)[:40]))
+    elif sort[0] == sort[1]:
+        problems.append(RecordError("sort", "sort_tie", value=sort[0]))
+    return problems
+
+
+def check_kto_record(rec) -> list[RecordError]:
+    """Problems of one KTO record (llm/alignment/kto/run_kto.py's data): ``src`` and ``tgt`` as in a
+    preference record, ``response`` a list of the one answer to the last turn, ``sort`` [1] when that
+    answer is desirable, [0] when undesirable. Upstream's loss sorts answers by ``sort == 1`` and
+    ``sort == 0``: any other value would drop the answer from the loss silently, so it is refused here."""
+    if not isinstance(rec, dict):
+        return [RecordError("", "not_object", got=type(rec).__name__)]
+    problems = _history_problems(rec)
+    resp = rec.get("response")
+    if "response" not in rec:
+        problems.append(RecordError("response", "missing_field"))
+    elif not isinstance(resp, list) or len(resp) != 1:
+        problems.append(RecordError("response", "kto_response_count",
+                                    got=f"{len(resp)} items" if isinstance(resp, list) else type(resp).__name__))
+    else:
+        try:
+            _check_text(resp[0], "response[0]")
+        except RecordError as e:
+            problems.append(e)
+    sort = rec.get("sort")
+    if "sort" not in rec:
+        problems.append(RecordError("sort", "missing_field"))
+    elif (not isinstance(sort, list) or len(sort) != 1
+          or not isinstance(sort[0], (int, float)) or isinstance(sort[0], bool)):
+        problems.append(RecordError("sort", "wrong_type", expected="a list of 1 number: [1] (desirable) or [0] "
+                                    "(undesirable)", got=json.dumps(sort)[:40]))
+    elif sort[0] not in KTO_SORTS:
+        problems.append(RecordError("sort", "kto_sort_value", value=json.dumps(sort)[:40]))
+    return problems
+
+
+def normalize_kto(rec) -> dict:
+    """A checked KTO record (src and tgt as lists, sort as [1] or [0]); raises RecordError."""
+    problems = check_kto_record(rec)
+    if problems:
+        raise problems[0]
+    src = [rec["src"]] if isinstance(rec["src"], str) else list(rec["src"])
+    tgt = rec.get("tgt", [])
+    tgt = [tgt] if isinstance(tgt, str) else list(tgt)
+    out = {"src": src, "tgt": tgt, "response": [rec["response"][0]], "sort": [int(rec["sort"][0])]}
+    if isinstance(rec.get("system"), str):
+        out["system"] = rec["system"]
+    return out
+
+
+def _history_problems(rec: dict) -> list[RecordError]:
+    """Problems of a preference or KTO record's ``src`` (the user turns) and ``tgt`` (the answers
+    before the last turn: one fewer)."""
     problems: list[RecordError] = []
     src = rec.get("src")
     if "src" not in rec:
@@ -428,27 +507,6 @@ def check_preference_record(rec) -> list[RecordError]:
                 problems.append(e)
         if src is not None and len(tgt) != len(src) - 1:
             problems.append(RecordError("src/tgt", "history_mismatch", src=len(src), expected=len(src) - 1, tgt=len(tgt)))
-    resp = rec.get("response")
-    if "response" not in rec:
-        problems.append(RecordError("response", "missing_field"))
-    elif not isinstance(resp, list) or len(resp) != 2:
-        problems.append(RecordError("response", "response_count",
-                                    got=f"{len(resp)} items" if isinstance(resp, list) else type(resp).__name__))
-    else:
-        for i, item in enumerate(resp):
-            try:
-                _check_text(item, f"response[{i}]")
-            except RecordError as e:
-                problems.append(e)
-    sort = rec.get("sort")
-    if "sort" not in rec:
-        problems.append(RecordError("sort", "missing_field"))
-    elif (not isinstance(sort, list) or len(sort) != 2
-          or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in sort)):
-        problems.append(RecordError("sort", "wrong_type", expected="a list of 2 numbers (higher = better)",
-                                    got=json.dumps(sort)[:40]))
-    elif sort[0] == sort[1]:
-        problems.append(RecordError("sort", "sort_tie", value=sort[0]))
     return problems
 
 
@@ -498,8 +556,9 @@ def is_text_dataset(records: list[dict]) -> bool:
 def detect_record_format(rec) -> str | None:
     if not isinstance(rec, dict):
         return None
-    if "response" in rec and "src" in rec:
-        return "preference"
+    if "response" in rec and "src" in rec:  # one answer: KTO's; two (or a broken pair): DPO's
+        resp = rec["response"]
+        return "kto" if isinstance(resp, list) and len(resp) == 1 else "preference"
     if "chosen" in rec and "rejected" in rec:
         return "chosen_rejected"
     if "src" in rec or "tgt" in rec:
@@ -545,6 +604,8 @@ def to_src_tgt(rec, fmt: str) -> dict:
         return {"text": rec["text"]}
     if fmt in PREFERENCE_FORMATS:
         return normalize_preference(rec, fmt)
+    if fmt == "kto":
+        return normalize_kto(rec)
     if fmt != "paddlenlp":
         if not isinstance(rec, dict):
             raise RecordError("", "not_object", got=type(rec).__name__)
@@ -905,7 +966,7 @@ def validate(
     hashes = array("q")  # one hash per good record, for duplicate counting at the end
     lines = array("q")  # the line of each hash (0 for a JSON-array item)
     file_starts = []  # index into hashes where each file begins
-    convert = None if fmt in ("paddlenlp", "text", *PREFERENCE_FORMATS) else _CONVERTERS[fmt]
+    convert = None if fmt in ("paddlenlp", "text", "kto", *PREFERENCE_FORMATS) else _CONVERTERS[fmt]
 
     def add(fname, line, fld, code, params):
         rep.by_code[code] = rep.by_code.get(code, 0) + 1
@@ -934,13 +995,17 @@ def validate(
                     add(fname, *lp)
                 flushed = len(line_problems)
             rep.records += 1
-            if fmt in PREFERENCE_FORMATS:
+            if fmt in PREFERENCE_FORMATS or fmt == "kto":
                 line, prefix = _where(key)
-                try:
-                    rec = normalize_preference(value, fmt)
-                    errs = []
-                except RecordError as e:
-                    errs = [e]
+                if fmt == "kto":  # every problem of the record, each with its field
+                    errs = check_kto_record(value)
+                    rec = None if errs else normalize_kto(value)
+                else:
+                    try:
+                        rec = normalize_preference(value, fmt)
+                        errs = []
+                    except RecordError as e:
+                        errs = [e]
                 if fmt == "preference" and isinstance(value, dict) and not errs:
                     errs = check_preference_record(value)
                 if errs:
@@ -952,7 +1017,7 @@ def validate(
                     rep.list_records += 1
                     if len(rec["src"]) > 1:
                         rep.multi_turn += 1
-                    hashes.append(hash((tuple(rec["src"]), tuple(rec["tgt"]), tuple(rec["response"]))))
+                    hashes.append(hash((tuple(rec["src"]), tuple(rec["tgt"]), tuple(rec["response"]), tuple(rec["sort"]))))
                     lines.append(line or 0)
                 continue
             if fmt == "text":

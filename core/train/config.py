@@ -22,10 +22,13 @@ from pathlib import Path
 from core.train import upstream
 
 PRESETS_DIR = Path(__file__).resolve().parents[2] / "presets"
-METHODS = ("sft", "lora", "prefix", "vera", "lokr", "reft", "qlora", "pretrain", "dpo")
+METHODS = ("sft", "lora", "prefix", "vera", "lokr", "reft", "qlora", "pretrain", "dpo", "kto")
 DPO_LOSS_TYPES = upstream.DPO_LOSSES
 # DPO's settings: the studio's field -> the key upstream's run_dpo.py reads
 DPO_KEYS = {"dpo_beta": "beta", "dpo_loss_type": "loss_type", "dpo_lora": "lora", "dpo_sft_loss_ratio": "sft_loss_ratio"}
+# KTO's settings: the studio's field -> the key upstream's run_kto.py reads (its KTOConfig)
+KTO_KEYS = {"kto_beta": "beta", "kto_desirable_weight": "desirable_weight",
+            "kto_undesirable_weight": "undesirable_weight", "kto_lora": "lora"}
 # ReFT's settings: the studio's field -> the key upstream's llm/utils ReftArgument reads
 REFT_KEYS = {"reft_layers": "layers", "reft_position": "position", "reft_rank": "rank",
              "reft_intervention_type": "intervention_type", "reft_dropout": "dropout"}
@@ -76,6 +79,11 @@ class MethodSection:
     dpo_lora: bool = _f(True, "DPO: train LoRA adapters (the reference is the model with them off); off: full DPO "
                               "with a frozen copy as the reference.")
     dpo_sft_loss_ratio: float = _f(0.0, "DPO: weight of an SFT loss on the preferred answers, added to the DPO loss.")
+    kto_beta: float = _f(0.1, "KTO: beta, how far the tuned model may move from the reference (higher: less).")
+    kto_desirable_weight: float = _f(1.0, "KTO: weight of the loss on answers marked desirable (sort [1]).")
+    kto_undesirable_weight: float = _f(1.0, "KTO: weight of the loss on answers marked undesirable (sort [0]).")
+    kto_lora: bool = _f(True, "KTO: train LoRA adapters (the reference is the model with them off); off: full KTO "
+                              "with a frozen copy as the reference.")
     neftune: bool = _f(False, "NEFTune: add uniform noise to input embeddings while training.")
     neftune_noise_alpha: float = _f(5.0, "NEFTune noise scale alpha.")
     weight_quantize_algo: str | None = _f(None, "QLoRA: quantize base weights (nf4, fp4, weight_only_int8...). GPU only.")
@@ -206,6 +214,8 @@ class RunConfig:
             out = self._as_read(out)
         if m.method == "dpo":
             out = self._dpo_flat(out)
+        elif m.method == "kto":
+            out = self._kto_flat(out)
         return out
 
     # SFT keys run_dpo.py does not read (it has its own names for the data and lengths)
@@ -241,6 +251,41 @@ class RunConfig:
             flat.setdefault("unified_checkpoint", False)  # upstream's DPO default is true: not on CPU
         return flat
 
+    # SFT keys run_kto.py does not read: DPO's list less rslora, which KTOModelArgument reads and the
+    # studio's KTO entry honours
+    NOT_KTO = tuple(k for k in NOT_DPO if k != "rslora")
+
+    def _kto_flat(self, out: dict) -> dict:
+        """The same run as llm/alignment/kto/run_kto.py's JSON: data files and lengths under its names,
+        beta / desirable_weight / undesirable_weight / lora, and nothing it would refuse. The two
+        weights are always written: they are the keys that say a file is run_kto.py's (a run's
+        config.json has no file name that could)."""
+        m, d = self.method, self.data
+        ds = Path(d.dataset_name_or_path) if d.dataset_name_or_path else None
+        flat = {k: v for k, v in out.items() if k not in self.NOT_KTO}
+        src = self.source or {}
+        for key, name in (("train_dataset_path", "train.json"), ("dev_dataset_path", "dev.json")):
+            kept = src.get(key) or self.extra.get(key)
+            if kept and ds and Path(kept).parent == ds:
+                flat[key] = kept
+            elif ds:
+                flat[key] = str(ds / name)
+        if not flat.get("do_eval"):
+            flat.pop("dev_dataset_path", None)
+        from core.train import upstream
+
+        own = dict(max_seq_len=d.max_length, max_prompt_len=d.src_length, lora_rank=m.lora_rank,
+                   **{key: getattr(m, name) for name, key in KTO_KEYS.items()})
+        for k, v in own.items():  # read from a file: its keys, plus only what differs from run_kto.py's defaults
+            if self.source is None or k in src or k in ("beta", "desirable_weight", "undesirable_weight") \
+                    or v != upstream.KTO_ARGUMENT_KEYS[k][2]:
+                flat[k] = v
+        if self.source is not None and "rslora" not in src and not flat.get("rslora"):
+            flat.pop("rslora", None)
+        if self.source is None or "unified_checkpoint" in src:
+            flat.setdefault("unified_checkpoint", False)  # upstream's KTO default is true: not on CPU
+        return flat
+
     ALWAYS = ("output_dir", "logging_dir", "report_to", "disable_tqdm", "do_train", "device")
 
     def _as_read(self, out: dict) -> dict:
@@ -274,7 +319,10 @@ class RunConfig:
     DEGREES = ("tensor_parallel_degree", "pipeline_parallel_degree", "sharding_parallel_degree")
 
     @classmethod
-    def from_paddlenlp(cls, d: dict, name: str = "run", parallel: dict | None = None) -> "RunConfig":
+    def from_paddlenlp(cls, d: dict, name: str = "run", parallel: dict | None = None,
+                       entry: str | None = None) -> "RunConfig":
+        """``entry``: the upstream entry ``d`` is for ("dpo", "kto") where its keys alone cannot tell
+        (run_kto.py's file without desirable_weight: its file name told); else told by its keys."""
         from core.train import upstream
 
         d = dict(d)
@@ -293,7 +341,11 @@ class RunConfig:
         if "chat_template" in d and d["chat_template"] is None:  # upstream reads null as "None": no template
             cfg.data.chat_template = "none"  # (None here means the key left out: the tokenizer's own)
         m = cfg.method
-        if upstream.is_dpo(d):  # run_dpo.py's names for the data and lengths
+        if entry not in ("dpo", "kto"):
+            entry = (upstream.entry_of(d) or ("",))[0]
+        if entry in ("dpo", "kto"):  # run_dpo.py's / run_kto.py's names for the data and lengths
+            keys, defaults = ((DPO_KEYS, upstream.DPO_ARGUMENT_KEYS) if entry == "dpo"
+                              else (KTO_KEYS, upstream.KTO_ARGUMENT_KEYS))
             train = d.get("train_dataset_path")
             if train:
                 cfg.data.dataset_name_or_path = str(Path(train).parent)
@@ -301,17 +353,17 @@ class RunConfig:
                 cfg.data.max_length = d["max_seq_len"]
             if "max_prompt_len" in d:
                 cfg.data.src_length = d["max_prompt_len"]
-            for name, key in DPO_KEYS.items():  # a key the file leaves out means run_dpo.py's default
-                setattr(m, name, d.get(key, upstream.DPO_ARGUMENT_KEYS[key][2]))
-            m.lora_rank = d.get("lora_rank", upstream.DPO_ARGUMENT_KEYS["lora_rank"][2])
+            for name, key in keys.items():  # a key the file leaves out means the script's default
+                setattr(m, name, d.get(key, defaults[key][2]))
+            m.lora_rank = d.get("lora_rank", defaults["lora_rank"][2])
             known |= {"train_dataset_path", "dev_dataset_path", "max_seq_len", "max_prompt_len", "unified_checkpoint",
-                      *DPO_KEYS.values()}
-            m.method = "dpo"
+                      *keys.values()}
+            m.method = entry
         for name, key in REFT_KEYS.items():
             if key in d:
                 setattr(m, name, d[key])
                 known.add(key)
-        if m.method == "dpo":
+        if m.method in ("dpo", "kto"):
             pass
         elif d.get("reft"):
             m.method = "reft"
@@ -372,6 +424,17 @@ MESSAGES = {
     "dpo_needs_preference": ("DPO trains on preference pairs ({{src, tgt, response: [better, worse], sort}} or "
                              "{{prompt, chosen, rejected}}); {path} holds none"),
     "dpo_one_process": "DPO trains in one process in the studio ({world} asked): set nproc to 1",
+    "kto_records_need_kto": ("{path} holds KTO records (one answer each, marked desirable or undesirable by sort): "
+                             "train it with the kto method"),
+    "kto_needs_records": ("KTO trains on records of one answer marked desirable or not ({{src, tgt, response: "
+                          "[answer], sort: [1 or 0]}}); {path} holds none"),
+    "kto_one_process": ("KTO trains in one process in the studio ({world} asked; upstream's KTO loss gathers its KL "
+                        "term over a hybrid-parallel group): set nproc to 1"),
+    "kto_ignored_key": "{key} changes nothing in run_kto.py ({why}): leave it out",
+    "dpo_unapplied_key": ("{key} = {value}: run_dpo.py applies it to the LoRA adapter, the studio's DPO does not yet "
+                          "(it would train a plain LoRA instead): leave it out, or train with upstream's script"),
+    "kto_bad_records": ("{path}: {bad} of {total} records are not KTO records; line {line}, {where}: {detail}; "
+                        "`paddle-studio data validate {path}` lists every one"),
     "reft_with_packing": "ReFT edits each prompt's own first and last tokens: turn zero_padding (packing) off",
     "reft_one_process": ("ReFT trains in one process here ({world} asked): its interventions are not sublayers of the "
                          "model, so data-parallel gradient sync would miss them; set nproc to 1"),
@@ -613,7 +676,7 @@ def _no_records(ds: str) -> dict | None:
         fmt = datasets.detect_format(ds)
         # as training reads it (entry: text or src/tgt; dpo: its pairs); a format the method does not
         # take is reported by its own check (text_needs_pretrain, dpo_needs_preference, ...)
-        read_as = fmt if fmt in ("text", *datasets.PREFERENCE_FORMATS) else "paddlenlp"
+        read_as = fmt if fmt in ("text", "kto", *datasets.PREFERENCE_FORMATS) else "paddlenlp"
         if not trains or any(datasets.has_records(f, read_as) for f in trains):
             return None
         f = trains[0]
@@ -634,6 +697,34 @@ def _no_records(ds: str) -> dict | None:
     else:
         text = ("no line is a valid record", "没有一行是有效记录")
     return {"path": str(f), "why": text[0], "why_zh": text[1]}
+
+
+KTO_CHECK_BYTES = 64 << 20  # KTO files up to this size are validated record by record before a run
+
+
+def _check_kto_records(ds: str, with_dev: bool, add) -> None:
+    """Refuse a KTO dataset whose train (or, when evaluating, dev) file holds a record that is not a
+    KTO record, e.g. a sort other than [1] or [0], which upstream's loss would leave out silently:
+    the first one, by file, line and field."""
+    from core.data import datasets
+
+    try:
+        files = datasets.resolve_files(ds)
+    except (OSError, ValueError, datasets.DatasetError):
+        return
+    for split in ("train", "dev") if with_dev else ("train",):
+        for f in files.get(split, []):
+            try:
+                if not f.stat().st_size or f.stat().st_size > KTO_CHECK_BYTES:
+                    continue
+                rep = datasets.validate(f, "kto", max_errors=20)
+            except (OSError, ValueError, datasets.DatasetError):
+                continue
+            if rep.bad:
+                first = next((x for x in rep.problems if x.severity == "error"), None)
+                add("kto_bad_records", "data.dataset_name_or_path", path=str(f), bad=rep.bad, total=rep.records,
+                    line=first.line if first else "?", where=(first.field or "the record") if first else "?",
+                    detail=first.message if first else "")
 
 
 def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
@@ -720,8 +811,14 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
                 add("text_needs_pretrain", "method.method", path=ds)
             elif fmt in datasets.PREFERENCE_FORMATS and m.method != "dpo":
                 add("preference_needs_dpo", "method.method", path=ds)
+            elif fmt == "kto" and m.method != "kto":
+                add("kto_records_need_kto", "method.method", path=ds)
             elif m.method == "dpo" and fmt not in datasets.PREFERENCE_FORMATS:
                 add("dpo_needs_preference", "data.dataset_name_or_path", path=ds)
+            elif m.method == "kto" and fmt != "kto":
+                add("kto_needs_records", "data.dataset_name_or_path", path=ds)
+            if m.method == "kto" and fmt == "kto":
+                _check_kto_records(ds, tr.evaluation_strategy != "no", add)
         if (Path(ds) / "train.json").is_file() or (Path(ds) / "train").is_dir():
             empty = _no_records(ds)
             if empty:
@@ -790,9 +887,29 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
             add("bad_value", "method.dpo_loss_type", value=m.dpo_loss_type, expected="one of " + ", ".join(DPO_LOSS_TYPES))
         if m.dpo_lora:
             positive("method", "lora_rank", m.lora_rank)
+            x_d = cfg.extra or {}
+            for key, unset in (("rslora", False), ("rslora_plus", False), ("lora_plus_scale", 1.0), ("lora_path", None)):
+                if key in x_d and x_d[key] not in (unset, None):  # run_dpo.py applies them; the studio's DPO does not
+                    add("dpo_unapplied_key", f"extra.{key}", key=key, value=x_d[key])
         world_d = p.world_size()
         if world_d > 1:
             add("dpo_one_process", "parallel.nproc", world=world_d)
+    if m.method == "kto":
+        positive("method", "kto_beta", m.kto_beta, integer=False)
+        for name in ("kto_desirable_weight", "kto_undesirable_weight"):
+            v = getattr(m, name)
+            if not _finite(v) or v < 0:
+                add("bad_value", f"method.{name}", value=v, expected="a finite number, 0 or more")
+        if m.kto_lora:
+            positive("method", "lora_rank", m.lora_rank)
+            alpha = (cfg.extra or {}).get("lora_alpha")
+            if alpha is not None and alpha != -1:
+                add("kto_ignored_key", "extra.lora_alpha", key="lora_alpha",
+                    why="its LoRA alpha is 2 x lora_rank, or 4 with rslora, whatever lora_alpha says",
+                    why_zh="它的 LoRA alpha 固定为 2 × lora_rank（rslora 时为 4），与 lora_alpha 无关")
+        world_k = p.world_size()
+        if world_k > 1:
+            add("kto_one_process", "parallel.nproc", world=world_k)
     if m.method == "vera":
         positive("method", "vera_rank", m.vera_rank)
     if m.method == "lokr":
@@ -807,7 +924,7 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
         add("tp_with_vera_lokr", "parallel.tensor_parallel_degree", method=m.method)
     if m.method == "qlora" and not m.weight_quantize_algo:
         add("qlora_needs_algo", "method.weight_quantize_algo")
-    if tr.flash_mask and not d.zero_padding and m.method != "dpo":  # DPO always packs its pairs
+    if tr.flash_mask and not d.zero_padding and m.method not in ("dpo", "kto"):  # DPO and KTO always pack
         add("flash_mask_needs_zero_padding", "training.flash_mask")
     if tr.fp16_opt_level == "O2" and not (tr.fp16 or tr.bf16):
         add("opt_level_needs_amp", "training.fp16_opt_level")
@@ -832,7 +949,7 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
                 templates.load_template(None, path=f)
             except (ValueError, OSError) as e:
                 add("bad_value", "data.chat_template", value=ct, expected=f"a jinja chat template ({e})")
-    if m.method in ("lora", "qlora") and "lora_path" in x:
+    if (m.method in ("lora", "qlora") or (m.method == "kto" and m.kto_lora)) and "lora_path" in x:
         lp = x["lora_path"]
         if lp is None or (isinstance(lp, str) and lp.lower() == "none"):
             add("bad_value", "extra.lora_path", value=lp,
@@ -851,9 +968,9 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
                          "upstream's script")
     if tr.lr_scheduler_type == "constant" and isinstance(tr.warmup_steps, int) and tr.warmup_steps > 0:
         add("warmup_ignored", "training.warmup_steps", warmup=tr.warmup_steps)
-    if m.method in ("lora", "qlora", "vera", "lokr", "dpo"):
+    if m.method in ("lora", "qlora", "vera", "lokr", "dpo", "kto"):
         for key in FUSED_LAYOUT:
-            if x.get(key) and (m.method != "dpo" or m.dpo_lora):
+            if x.get(key) and (m.method not in ("dpo", "kto") or (m.dpo_lora if m.method == "dpo" else m.kto_lora)):
                 add("fused_layout_with_adapter", f"extra.{key}", key=key, method=m.method,
                     targets=FUSED_LAYOUT[key])
     if not has_gpu:
@@ -1018,12 +1135,14 @@ def save_named(cfg: RunConfig) -> Path:
     return path
 
 
-def from_saved(d: dict, name: str) -> RunConfig:
-    """A RunConfig from a saved config's JSON (or any PaddleNLP argument JSON)."""
+def from_saved(d: dict, name: str, entry: str | None = None) -> RunConfig:
+    """A RunConfig from a saved config's JSON (or any PaddleNLP argument JSON); ``entry``: the
+    upstream entry its file name told (see RunConfig.from_paddlenlp)."""
     d = dict(d)
     parallel = d.pop("studio_parallel", None)
     method = d.pop("studio_method", None)
-    cfg = RunConfig.from_paddlenlp(d, name=name, parallel=parallel)
+    cfg = RunConfig.from_paddlenlp(d, name=name, parallel=parallel,
+                                   entry=method if method in ("dpo", "kto") else entry)
     if method:
         cfg.method.method = method
     return cfg
@@ -1061,12 +1180,14 @@ def load_run_file(path: str | Path, name: str | None = None) -> RunConfig:
             cfg = load_preset(p.stem)
         else:  # a PaddleNLP argument JSON; the studio's saved configs add their launch settings
             # as upstream's parser reads it ("max_steps": "3" is 3), against the keys of the entry the
-            # file is for (run_dpo.py's for a DPO file: the dpo method); the file's name tells
-            # run_dpo.py's, run_kto.py's and rm/flashmask's files apart where their keys cannot
+            # file is for (run_dpo.py's for a DPO file: the dpo method; run_kto.py's: the kto method);
+            # the file's name tells run_dpo.py's, run_kto.py's and rm/flashmask's files apart where
+            # their keys cannot
             d, found = upstream.read(d, name=p.name)
             if found:
                 raise FileProblems(p, [{**x, "message": upstream.message(x)} for x in found])
-            cfg = from_saved(d, p.stem)
+            told = upstream.entry_of(d, p.name) if isinstance(d, dict) else None
+            cfg = from_saved(d, p.stem, entry=told[0] if told else None)
     if name:
         cfg.name = name
     return cfg

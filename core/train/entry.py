@@ -569,8 +569,11 @@ def make_callback(metrics_path: Path, tokens_per_step: float, on_saved=None):
                 rec["eval_ppl"] = float(math.exp(min(rec["eval_loss"], 50)))
                 if "eval_token_accuracy" in logs:
                     rec["token_accuracy"] = float(logs["eval_token_accuracy"])
-            for k, v in logs.items():  # DPO: rewards/chosen, rewards/rejected, rewards/accuracies, rewards/margins
-                if k.startswith(("rewards/", "eval_rewards/", "logps/", "eval_logps/")) and isinstance(v, (int, float)):
+            # DPO: rewards/chosen, rewards/rejected, rewards/accuracies, rewards/margins; KTO: rewards/*, kl,
+            # count/chosen and count/rejected (answers of each kind in the step)
+            for k, v in logs.items():
+                if (k.startswith(("rewards/", "eval_rewards/", "logps/", "eval_logps/", "count/", "eval_count/"))
+                        or k in ("kl", "eval_kl")) and isinstance(v, (int, float)):
                     rec[k] = float(v)
             if "loss" in rec or "eval_loss" in rec:
                 self._write(rec)
@@ -627,10 +630,15 @@ def main(argv: list[str]) -> int:
 
     from core.train import upstream
 
-    if upstream.is_dpo(flat):  # llm/alignment/dpo/run_dpo.py's keys: a DPO run
+    told = (upstream.entry_of(flat) or ("",))[0]
+    if told == "dpo":  # llm/alignment/dpo/run_dpo.py's keys: a DPO run
         from core.train import dpo
 
         return dpo.main(run_dir, flat, resume, sys.modules[__name__])
+    if told == "kto":  # llm/alignment/kto/run_kto.py's (desirable_weight, undesirable_weight): a KTO run
+        from core.train import kto
+
+        return kto.main(run_dir, flat, resume, sys.modules[__name__])
     phase("imports")
     model_args, data_args, training_args = split_args(flat)
     world = max(dist.get_world_size(), 1)

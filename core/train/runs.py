@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 
 from core import jobs, system, workspace
-from core.train import checkpoints, warm
+from core.train import checkpoints, upstream, warm
 from core.train.config import RunConfig, cpu_cores
 
 TRAIN_PY = Path(__file__).resolve().parent / "entry.py"
@@ -573,6 +573,9 @@ def change_processes(d: Path, nproc: int) -> dict | None:
             raise ValueError(f"{k} is {flat[k]}: only a data-parallel run changes its process count")
     if flat.get("reft") and nproc > 1:
         raise ValueError("ReFT trains in one process here (its interventions are not sublayers of the model)")
+    told = (upstream.entry_of(flat) or ("",))[0]
+    if told in ("dpo", "kto") and nproc > 1:
+        raise ValueError(f"{told.upper()} trains in one process in the studio: resume it with 1")
     par["nproc"] = nproc
     meta["parallel"] = par
     meta["command"] = launch_argv(d, par)

@@ -104,6 +104,44 @@ DPO_ARGUMENT_KEYS = {k: v for fields_ in DPO_CLASSES.values() for k, v in fields
 DPO_LOSSES = ("sigmoid", "hinge", "ipo", "kto_pair", "sppo_hard", "nca_pair", "dpop", "or", "simpo", "orpo")
 DPO_CHOICES = {"loss_type": list(DPO_LOSSES)}
 
+# llm/alignment/kto/run_kto.py parses (KTOModelArgument, KTODataArgument, KTOTrainingArguments,
+# KTOConfig) from its llm/alignment/kto/kto_argument.py, which the wheel does not ship either (read at
+# PaddleNLP commit ef2ffc3daa22f1c25d8df3948ebfe37f4b8e23b0; its trainer, criterion and data pieces are
+# the wheel's paddlenlp.trl.KTOTrainer, KTOCriterion, preprocess_preference_data). KTOTrainingArguments
+# is the wheel's TrainingArguments under @llmmetaclass, as DPO's; the fields the file declares:
+KTO_SCRIPT = "llm/alignment/kto/run_kto.py"
+KTO_CLASSES = {
+    "KTOTrainingArguments": {
+        "unified_checkpoint": ("bool", False, True), "unified_checkpoint_config": ("str", True, ""),
+        "autotuner_benchmark": ("bool", False, False), "benchmark": ("bool", False, False),
+    },
+    "KTOConfig": {
+        "beta": ("float", False, 0.1), "desirable_weight": ("float", False, 1.0),
+        "undesirable_weight": ("float", False, 1.0), "lora": ("bool", False, False),
+    },
+    "KTODataArgument": {
+        "train_dataset_path": ("str", False, "./data/train.jsonl"),
+        "dev_dataset_path": ("str", False, "./data/dev.jsonl"),
+        "max_seq_len": ("int", False, 4096), "max_prompt_len": ("int", False, 2048),
+        "greedy_zero_padding": ("bool", False, False),
+    },
+    "KTOModelArgument": {
+        "model_name_or_path": ("str", True, None), "tokenizer_name_or_path": ("str", True, None),
+        "flash_mask": ("bool", False, False), "weight_quantize_algo": ("str", True, None),
+        "fuse_attention_qkv": ("bool", True, None), "fuse_attention_ffn": ("bool", True, None),
+        "lora_rank": ("int", False, 8), "lora_path": ("str", True, None), "rslora": ("bool", False, False),
+        "lora_plus_scale": ("float", False, 1.0), "lora_alpha": ("int", False, -1),
+        "rslora_plus": ("bool", False, False), "use_quick_lora": ("bool", False, True),
+    },
+}
+KTO_ARGUMENT_KEYS = {k: v for fields_ in KTO_CLASSES.values() for k, v in fields_.items()}
+# Upstream's own llm/config/llama/kto_argument.json (and kto_lora_argument.json) carry "lazy": false,
+# copied from DPO's files; KTODataArgument has no such field, so argparse expands the prefix to
+# TrainingArguments' lazy_data_processing, a switch paddlenlp 3.0.0b4 declares and never reads.
+# Accepted as that (refusing upstream's own example file for a no-op would help nobody); any other
+# abbreviation is still refused.
+KTO_PREFIX_KEYS = {"lazy": "lazy_data_processing"}
+
 # Keys the studio adds to the configs it saves (launch settings); never passed to PaddleNLP.
 STUDIO_KEYS = {"studio_parallel": "dict", "studio_method": "str"}
 # str-typed upstream fields whose help text lists the accepted values
@@ -135,15 +173,14 @@ WHAT_TO_DO = {
     "pretrain": "the studio trains on its own dataset folders: import raw text with `paddle-studio data import` "
                 "and use the pretrain method",
     "ppo": "the studio does not run PPO: it trains an actor, a critic and a reward model together and generates "
-           "answers inside every step; the studio trains from fixed datasets (fine-tuning, DPO)",
+           "answers inside every step; the studio trains from fixed datasets (fine-tuning, DPO, KTO)",
     "grpo": "the studio does not run GRPO: it samples several answers per prompt inside every step and scores them "
-            "with a reward model or reward server; the studio trains from fixed datasets (fine-tuning, DPO)",
+            "with a reward model or reward server; the studio trains from fixed datasets (fine-tuning, DPO, KTO)",
     "reward": "the studio does not train reward models (a scoring head and its own trainer); its trainings make "
-              "generation models (fine-tuning, DPO)",
+              "generation models (fine-tuning, DPO, KTO)",
     "embedding": "the studio does not train embedding models (query/passage vectors with a contrastive loss and "
-                 "their own data format); its trainings make generation models (fine-tuning, DPO)",
-    "kto": "the studio does not run KTO: its preference training is DPO (a chosen and a rejected answer per "
-           "prompt); KTO learns from single answers marked desirable or undesirable, with its own loss and trainer",
+                 "their own data format); its trainings make generation models (fine-tuning, DPO, KTO)",
+    "kto": "the studio trains it with the kto method (`paddle-studio train FILE` reads run_kto.py's keys)",
     "dpo": "the studio trains it with the dpo method (`paddle-studio train FILE` reads run_dpo.py's keys)",
 }
 WHAT_TO_DO["reward_flashmask"] = WHAT_TO_DO["reward"]
@@ -280,18 +317,19 @@ def build_table() -> dict:
     return table
 
 
-def build_dpo_table() -> dict:
+def build_dpo_table(classes: dict = DPO_CLASSES, choices: dict = DPO_CHOICES) -> dict:
     """The keys llm/alignment/dpo/run_dpo.py accepts: the wheel's TrainingArguments fields, the
-    switches @llmmetaclass adds from the wheel's LlmMetaConfig, and DPO_CLASSES (imports paddlenlp)."""
+    switches @llmmetaclass adds from the wheel's LlmMetaConfig, and DPO_CLASSES (imports paddlenlp).
+    With KTO_CLASSES: run_kto.py's, built the same way."""
     import dataclasses
 
     from paddlenlp.trainer import TrainingArguments
     from paddlenlp.transformers.configuration_utils import LlmMetaConfig
 
     table: dict[str, dict] = {}
-    for owner, keys in DPO_CLASSES.items():  # a subclass's own field wins over its base's
+    for owner, keys in classes.items():  # a subclass's own field wins over its base's
         for key, (tp, optional, default_) in keys.items():
-            table[key] = {"type": tp, "optional": optional, "choices": DPO_CHOICES.get(key), "owner": owner,
+            table[key] = {"type": tp, "optional": optional, "choices": choices.get(key), "owner": owner,
                           "default": default_}
     for f in dataclasses.fields(TrainingArguments):
         if f.init:
@@ -305,8 +343,17 @@ def build_dpo_table() -> dict:
     return _with_choices(table)
 
 
+def build_kto_table() -> dict:
+    """The keys llm/alignment/kto/run_kto.py accepts (see build_dpo_table), plus KTO_PREFIX_KEYS read
+    as the TrainingArguments field argparse expands them to."""
+    table = build_dpo_table(KTO_CLASSES, {})
+    for key, full in KTO_PREFIX_KEYS.items():
+        table[key] = {**table[full], "owner": f"TrainingArguments ({full}: argparse expands the prefix)"}
+    return table
+
+
 def build_tables() -> dict:
-    return {"finetune": build_table(), "dpo": build_dpo_table()}
+    return {"finetune": build_table(), "dpo": build_dpo_table(), "kto": build_kto_table()}
 
 
 _TABLES: dict | None = None
@@ -317,7 +364,7 @@ def _tables() -> dict:
     global _TABLES
     if _TABLES is not None:
         return _TABLES
-    path = cache_dir() / f"upstream-args-v3-{paddlenlp_version()}.json"
+    path = cache_dir() / f"upstream-args-v4-{paddlenlp_version()}.json"
     try:
         _TABLES = json.loads(path.read_text(encoding="utf-8"))
         return _TABLES
@@ -350,6 +397,11 @@ def table() -> dict:
 def dpo_table() -> dict:
     """The keys llm/alignment/dpo/run_dpo.py accepts (see build_dpo_table)."""
     return _tables()["dpo"]
+
+
+def kto_table() -> dict:
+    """The keys llm/alignment/kto/run_kto.py accepts (see build_kto_table)."""
+    return _tables()["kto"]
 
 
 def quant_table() -> dict:
@@ -420,6 +472,10 @@ def entry_of(d: dict, name: str = "") -> tuple[str, str, list[str]] | None:
 
 def is_dpo(d, name: str = "") -> bool:
     return isinstance(d, dict) and (entry_of(d, name) or ("",))[0] == "dpo"
+
+
+def is_kto(d, name: str = "") -> bool:
+    return isinstance(d, dict) and (entry_of(d, name) or ("",))[0] == "kto"
 
 
 def is_quantization(d) -> bool:
@@ -501,7 +557,8 @@ def read(d, known: dict | None = None, script: str = FINETUNE_SCRIPT, name: str 
     """``d`` as upstream's parser reads it (values converted as it converts them) and every problem,
     as {"code", "field", "params"}. ``known``/``script``: another entry's table (quant_table() for
     llm/run_quantization.py); without one, the entry is told from the keys and ``name`` (the file's
-    name): run_finetune.py's table, run_dpo.py's for a DPO file, a refusal naming any other entry."""
+    name): run_finetune.py's table, run_dpo.py's for a DPO file, run_kto.py's for a KTO file, a refusal
+    naming any other entry."""
     if not isinstance(d, dict):
         return None, [{"code": "not_an_object", "field": "",
                        "params": {"got": type(d).__name__ if d is not None else "null"}}]
@@ -509,6 +566,8 @@ def read(d, known: dict | None = None, script: str = FINETUNE_SCRIPT, name: str 
         other = entry_of(d, name)
         if other and other[0] == "dpo":
             known, script = dpo_table(), DPO_SCRIPT
+        elif other and other[0] == "kto":
+            known, script = kto_table(), KTO_SCRIPT
         elif other:
             entry, script, keys = other
             told = ", ".join(keys[:-1]) + " and " + keys[-1] if len(keys) > 1 else keys[0]

@@ -59,11 +59,11 @@ def skip_reason(flat: dict) -> str | None:
 
 def sample_records(flat: dict) -> tuple[list[dict], str]:
     """The records both sides score: the first SAMPLE of dev (train when there is no dev), as
-    src/tgt records (a preference pair becomes its preferred answer)."""
+    src/tgt records (a preference pair becomes its preferred answer, a KTO record its one answer)."""
     from core.data import datasets
 
     paths: list[tuple[str, Path]] = []
-    if flat.get("train_dataset_path"):  # DPO's keys
+    if flat.get("train_dataset_path"):  # DPO's and KTO's keys
         if flat.get("dev_dataset_path"):
             paths.append(("dev", Path(flat["dev_dataset_path"])))
         paths.append(("train", Path(flat["train_dataset_path"])))
@@ -77,8 +77,11 @@ def sample_records(flat: dict) -> tuple[list[dict], str]:
         fmt = datasets.detect_format(f)
         recs = []
         for rec in datasets.iter_records(f, "text" if fmt == "text" else
-                                         fmt if fmt in datasets.PREFERENCE_FORMATS else "paddlenlp"):
-            if fmt in datasets.PREFERENCE_FORMATS:
+                                         fmt if fmt in (*datasets.PREFERENCE_FORMATS, "kto") else "paddlenlp"):
+            if fmt == "kto":
+                rec = {"src": rec["src"], "tgt": rec["tgt"] + [rec["response"][0]],
+                       **({"system": rec["system"]} if rec.get("system") else {})}
+            elif fmt in datasets.PREFERENCE_FORMATS:
                 if "response" not in rec:  # iter_records already normalises chosen/rejected records
                     rec = datasets.normalize_preference(rec, fmt)
                 rec = {"src": rec["src"], "tgt": rec["tgt"] + [rec["response"][0]],

@@ -69,7 +69,7 @@ def curve_figures(series: dict[str, list[dict]], lang: str, log_y: bool):
     for prefix, records in series.items():
         for key in ("loss", "eval_loss"):
             loss[f"{prefix}{key}"] = [(r["step"], r[key]) for r in records if r.get(key) is not None]
-        if dpo:  # a DPO run: its rewards instead of speed (the speed is in the progress line)
+        if dpo:  # a DPO or KTO run: its rewards instead of speed (the speed is in the progress line)
             for key in DPO_CURVES:
                 speed[f"{prefix}{key}"] = [(r["step"], r[key]) for r in records if r.get(key) is not None]
             continue
@@ -80,8 +80,9 @@ def curve_figures(series: dict[str, list[dict]], lang: str, log_y: bool):
                         right=tuple(k for k in speed if k.endswith("lr")), y_format=".3~g" if dpo else ".3~s"))
 
 
+# DPO's and KTO's (KTO logs no accuracy; its kl is the reference point of its loss)
 DPO_CURVES = ("rewards/chosen", "rewards/rejected", "rewards/margins", "rewards/accuracies", "eval_rewards/margins",
-              "eval_rewards/accuracies")
+              "eval_rewards/accuracies", "kl", "eval_kl")
 
 
 def curve_caption(run_id: str, records: list[dict], lang: str) -> str:

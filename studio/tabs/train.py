@@ -25,7 +25,8 @@ from studio.locales import FIELD_HELP_ZH, field_label, t
 MAIN_FIELDS = {
     "model": ["model_name_or_path"],
     "data": ["dataset_name_or_path", "src_length", "max_length"],
-    "method": ["method", "lora_rank", "num_prefix_tokens", "vera_rank", "lokr_dim", "reft_position", "reft_rank", "dpo_beta"],
+    "method": ["method", "lora_rank", "num_prefix_tokens", "vera_rank", "lokr_dim", "reft_position", "reft_rank", "dpo_beta",
+               "kto_beta"],
     "training": ["per_device_train_batch_size", "learning_rate", "num_train_epochs", "max_steps", "eval_steps", "save_steps"],
     "parallel": ["nproc", "nodes"],
 }
