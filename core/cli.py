@@ -932,7 +932,12 @@ def _check_writable(target) -> None:
 
 
 def _quantize_out(argv: list[str]):
-    """Where `quantize` will write: its --out folder, else the workspace."""
+    """Where `quantize` will write: its --out folder; with --config, --out is a model name in the
+    workspace's models/ (and without --out the workspace)."""
+    if any(a == "--config" or a.startswith("--config=") for a in argv):
+        from core import workspace
+
+        return workspace.models_dir()
     for i, a in enumerate(argv):
         if a == "--out" and i + 1 < len(argv):
             return argv[i + 1]

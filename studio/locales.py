@@ -322,11 +322,11 @@ TEXT: dict[str, dict[str, str]] = {
         "zh": "KTO 在本工作室中只用一个进程训练（当前 {world} 个；上游 KTO 损失要在混合并行组上汇总 KL 项）：请把 nproc 设为 1"},
     "check.kto_ignored_key": {"en": "{key} changes nothing in run_kto.py ({why}): leave it out",
                               "zh": "{key} 在 run_kto.py 中不起作用（{why_zh}）：请删去"},
-    "check.dpo_unapplied_key": {
-        "en": "{key} = {value}: run_dpo.py applies it to the LoRA adapter, the studio's DPO does not yet (it would train "
-              "a plain LoRA instead): leave it out, or train with upstream's script",
-        "zh": "{key} = {value}：run_dpo.py 会把它用于 LoRA 适配器，而工作室的 DPO 尚未支持（会训练成普通 LoRA）：请删去，"
-              "或用上游脚本训练"},
+    "check.unapplied_key": {
+        "en": "{key} = {value}: upstream's {script} applies it, the studio's {method} does not yet (it would train "
+              "without it): leave it out, or train with upstream's script",
+        "zh": "{key} = {value}：上游的 {script} 会使用它，而工作室的 {method} 尚未支持（会在不使用它的情况下训练）："
+              "请删去，或用上游脚本训练"},
     "check.kto_bad_records": {
         "en": "{path}: {bad} of {total} records are not KTO records; line {line}, {where}: {detail}; "
               "`paddle-studio data validate {path}` lists every one",

@@ -342,7 +342,12 @@ def test_lora_keys_the_studios_dpo_does_not_apply_are_refused(home):
     for key, value in (("rslora", True), ("rslora_plus", True), ("lora_plus_scale", 4.0), ("lora_path", "/x")):
         cfg = dpo_config(home)
         cfg.extra[key] = value
-        assert ("dpo_unapplied_key", f"extra.{key}") in {(p["code"], p["field"]) for p in config.check(cfg, has_gpu=False)}
+        assert ("unapplied_key", f"extra.{key}") in {(p["code"], p["field"]) for p in config.check(cfg, has_gpu=False)}
     cfg = dpo_config(home)
     cfg.extra.update(rslora=False, lora_plus_scale=1.0)  # upstream's defaults change nothing
     assert config.check(cfg, has_gpu=False) == []
+    cfg.method.dpo_lora = False  # full DPO: the fused layout would be ignored; on a GPU, flash_mask and QLoRA too
+    cfg.extra["fuse_attention_qkv"] = True
+    cfg.training.flash_mask = True
+    fields = {p["field"] for p in config.check(cfg, has_gpu=True) if p["code"] == "unapplied_key"}
+    assert fields == {"extra.fuse_attention_qkv", "training.flash_mask"}, fields

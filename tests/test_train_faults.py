@@ -243,7 +243,7 @@ def test_read_only_or_full_workspace_and_busy_port_are_one_line_messages(small_d
             took = time.monotonic() - t0
             assert r.returncode == 2 and "Traceback" not in r.stderr, (args, r.stderr)
             assert "read-only file system" in r.stderr and len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
-            assert took < 3 or args[0] in ("data", "train"), (args, took)
+            assert took < 5 or args[0] in ("data", "train"), (args, took)  # was 11-16 s: a model load first
     finally:
         subprocess.run(["mount", "-o", "remount,rw", str(small_disk)])
     free = os.statvfs(small_disk)
@@ -313,3 +313,12 @@ def test_check_loss_tells_nan_frozen_and_never_moved_from_a_learning_loss():
     check_loss(still)  # not yet: a loss that never moved is only judged at the end
     with pytest.raises(LossProblem, match="never moved in 8 steps"):
         check_loss(still, final=True)
+    check_loss([(i + 100, v, r) for i, v, r in still], final=True, resumed=True)  # its earlier losses are elsewhere
+    # converged, not frozen: DPO's hinge loss (and a saturated sigmoid) logs exactly 0.0 once every pair is won
+    converged = [(1, 0.69, 1e-4), (2, 0.3, 1e-4), (3, 0.05, 1e-4)] + [(i, 0.0, 1e-4) for i in range(4, 20)]
+    for k in range(1, len(converged) + 1):
+        check_loss(converged[:k])
+    check_loss(converged, final=True)
+    # settling at a low plateau after falling is not "stopped learning" either: only a freeze above a lower past
+    plateau = [(1, 2.0, 1e-4), (2, 1.2, 1e-4)] + [(i, 0.4, 1e-4) for i in range(3, 12)]
+    check_loss(plateau)

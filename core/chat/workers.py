@@ -7,7 +7,7 @@ workers, and Stop in the Jobs view unloads a model as Unload does.
 A worker is owned by the process that loaded it (the studio): its job's params name the owner's
 pid and start time, and the worker ends by itself within a second or two of the owner's end (SIGTERM,
 Ctrl-C or kill -9 alike), or after 30 min without a request ($PADDLE_STUDIO_SERVE_IDLE_S, in
-seconds, changes that; 0 turns it off). Its job then ends "succeeded", its result saying why
+seconds, changes that; 0 turns it off). Its job then ends "stopped", its reason saying why
 ({"ended": "owner_gone" | "idle", "reason": ...}); Unload and Stop end it "stopped".
 """
 

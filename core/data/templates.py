@@ -14,6 +14,7 @@ earliest turns until they fit.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 IGNORE = -100
@@ -83,10 +84,14 @@ def template_for_run(tokenizer, tok_dir: str | Path, flat: dict) -> str | None:
         return load_template(tokenizer, tok_dir)
     path = Path(str(value))
     if path.is_dir():
+        if not (path / "chat_template.json").is_file():
+            return load_template(tokenizer, tok_dir)  # upstream: a folder without one means the tokenizer's own
         path = path / "chat_template.json"
     if path.is_file():
         return load_template(tokenizer, path=path)
-    return load_template(tokenizer, tok_dir)
+    # upstream warns and falls back to the tokenizer's own; the config check refuses it, so a run never
+    # gets here from the studio, and never trains with a template nobody asked for
+    raise FileNotFoundError(f"chat_template: no such file or folder {value!r} (from {os.getcwd()})")
 
 
 def keep_with_tokenizer(tokenizer, template: str | None) -> None:

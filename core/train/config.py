@@ -431,8 +431,8 @@ MESSAGES = {
     "kto_one_process": ("KTO trains in one process in the studio ({world} asked; upstream's KTO loss gathers its KL "
                         "term over a hybrid-parallel group): set nproc to 1"),
     "kto_ignored_key": "{key} changes nothing in run_kto.py ({why}): leave it out",
-    "dpo_unapplied_key": ("{key} = {value}: run_dpo.py applies it to the LoRA adapter, the studio's DPO does not yet "
-                          "(it would train a plain LoRA instead): leave it out, or train with upstream's script"),
+    "unapplied_key": ("{key} = {value}: upstream's {script} applies it, the studio's {method} does not yet (it would "
+                      "train without it): leave it out, or train with upstream's script"),
     "kto_bad_records": ("{path}: {bad} of {total} records are not KTO records; line {line}, {where}: {detail}; "
                         "`paddle-studio data validate {path}` lists every one"),
     "reft_with_packing": "ReFT edits each prompt's own first and last tokens: turn zero_padding (packing) off",
@@ -890,7 +890,8 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
             x_d = cfg.extra or {}
             for key, unset in (("rslora", False), ("rslora_plus", False), ("lora_plus_scale", 1.0), ("lora_path", None)):
                 if key in x_d and x_d[key] not in (unset, None):  # run_dpo.py applies them; the studio's DPO does not
-                    add("dpo_unapplied_key", f"extra.{key}", key=key, value=x_d[key])
+                    add("unapplied_key", f"extra.{key}", key=key, value=x_d[key], method="DPO",
+                        script="llm/alignment/dpo/run_dpo.py")
         world_d = p.world_size()
         if world_d > 1:
             add("dpo_one_process", "parallel.nproc", world=world_d)
@@ -973,6 +974,15 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
             if x.get(key) and (m.method not in ("dpo", "kto") or (m.dpo_lora if m.method == "dpo" else m.kto_lora)):
                 add("fused_layout_with_adapter", f"extra.{key}", key=key, method=m.method,
                     targets=FUSED_LAYOUT[key])
+    if m.method in ("dpo", "kto"):  # what run_dpo.py / run_kto.py apply and the studio's entries do not (yet)
+        script = {"dpo": "llm/alignment/dpo/run_dpo.py", "kto": "llm/alignment/kto/run_kto.py"}[m.method]
+        adapter = m.dpo_lora if m.method == "dpo" else m.kto_lora
+        unapplied = [(f"extra.{k}", x.get(k)) for k in FUSED_LAYOUT if x.get(k) and not adapter]  # adapters: above
+        if has_gpu:  # on CPU the GPU-only check below refuses these already
+            unapplied += [(f, v) for f, v in (("method.weight_quantize_algo", m.weight_quantize_algo),
+                                              ("training.flash_mask", tr.flash_mask)) if v]
+        for fld, v in unapplied:
+            add("unapplied_key", fld, key=fld.split(".")[1], value=v, method=m.method.upper(), script=script)
     if not has_gpu:
         dev = x.get("device")
         if isinstance(dev, str) and dev not in ("", "cpu"):

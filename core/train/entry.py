@@ -477,29 +477,34 @@ class LossProblem(RuntimeError):
 
 
 STUCK_LOGS = 8  # logged losses in a row at one value (to 1e-6) that mean the model stopped learning
+SETTLED_LOSS = 1e-4  # a loss at or under this has converged (DPO's hinge, a saturated sigmoid: exactly 0.0)
 
 
-def check_loss(losses: list[tuple[int, float, float]], final: bool = False) -> None:
-    """Raise LossProblem when the latest logged loss is NaN/inf, when the last STUCK_LOGS losses
-    sit at one value after having moved (weights blown up to a constant guess: a learning rate far
-    too high), or, at the end, when the loss never moved in the whole run. ``losses``: (step,
-    loss, learning rate) in order. Different batches give a learning model different losses."""
+def check_loss(losses: list[tuple[int, float, float]], final: bool = False, resumed: bool = False) -> None:
+    """Raise LossProblem when the latest logged loss is NaN/inf; when the last STUCK_LOGS losses sit
+    at one value above the lowest one reached before (weights blown up to a constant guess: a
+    learning rate far too high); or, at the end of a run that started at step 0, when the loss
+    never moved at all. A loss that settles at (about) zero has converged, not frozen.
+    ``losses``: (step, loss, learning rate) in order; different batches give a learning model
+    different losses."""
     step, loss, lr = losses[-1]
     if not math.isfinite(loss):
         raise LossProblem(f"the loss became {loss} at step {step} (learning rate {lr:.3g}): training diverged; "
                           "lower the learning rate (or use a smaller max_grad_norm), then start again")
+    if abs(loss) <= SETTLED_LOSS:
+        return
 
     def flat(part):
         lo, hi = min(v for _, v, _ in part), max(v for _, v, _ in part)
         return hi - lo <= 1e-6 * max(1.0, abs(hi))
 
-    tail = losses[-STUCK_LOGS:]
-    if len(tail) == STUCK_LOGS and flat(tail) and not flat(losses):
+    tail, before = losses[-STUCK_LOGS:], losses[:-STUCK_LOGS]
+    if len(tail) == STUCK_LOGS and flat(tail) and before and min(v for _, v, _ in before) < loss - 1e-6 * max(1.0, loss):
         top = max(r for _, _, r in losses)
         raise LossProblem(f"the loss has stayed at {loss:.4g} for {STUCK_LOGS} logged steps ({tail[0][0]}-{step}) after "
-                          f"moving: the model stopped learning; a learning rate far too high does this (up to {top:.3g} "
-                          "here)")
-    if final and len(losses) >= STUCK_LOGS and flat(losses):
+                          f"being lower: the model stopped learning; a learning rate far too high does this (up to "
+                          f"{top:.3g} here)")
+    if final and not resumed and len(losses) >= STUCK_LOGS and flat(losses):
         raise LossProblem(f"the loss never moved in {step} steps (always {loss:.4g}): nothing was learned; check "
                           f"the learning rate ({max(r for _, _, r in losses):.3g} at most) and that the method's "
                           "weights are trainable")
@@ -517,6 +522,7 @@ def make_callback(metrics_path: Path, tokens_per_step: float, on_saved=None):
             self.t0 = time.time()
             self.last = None  # (step, time) of the previous loss line
             self.losses = []  # (step, loss, lr) of every logged loss: check_loss
+            self.resumed = False  # started from a checkpoint (its earlier losses are not in self.losses)
 
         def _write(self, rec):
             with open(metrics_path, "a", encoding="utf-8") as f:
@@ -524,6 +530,7 @@ def make_callback(metrics_path: Path, tokens_per_step: float, on_saved=None):
                 f.flush()
 
         def on_train_begin(self, args, state, control, **kw):
+            self.resumed = state.global_step > 0
             if state.is_world_process_zero:
                 self.t0 = time.time()
                 self.last = (state.global_step, self.t0)
@@ -584,7 +591,7 @@ def make_callback(metrics_path: Path, tokens_per_step: float, on_saved=None):
         def on_train_end(self, args, state, control, **kw):
             if state.is_world_process_zero:
                 if self.losses:
-                    check_loss(self.losses, final=True)
+                    check_loss(self.losses, final=True, resumed=self.resumed)
                 self._write({"event": "train_end", "step": state.global_step, "max_steps": state.max_steps,
                              "time": time.time()})
 
@@ -826,20 +833,19 @@ def leash_to_supervisor() -> None:
             p = p.parent()
         else:
             return
-        pid, born = p.pid, p.create_time()
+        pid = p.pid
     except psutil.Error:
+        return
+    from core import jobs
+
+    born = jobs.proc_start(pid)  # time since boot: a stepped wall clock does not fool it (jobs.alive)
+    if born is None:
         return
 
     def watch():
         while True:
             time.sleep(LEASH_S)
-            try:
-                gone = psutil.Process(pid).create_time() != born or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-            except psutil.NoSuchProcess:
-                gone = True
-            except psutil.Error:
-                gone = False
-            if gone:
+            if not jobs.alive(pid, born):  # gone, a zombie, or another process under its pid
                 _write_note(LEASH_NOTE)
                 print(f"Error: {LEASH_NOTE}", file=sys.stderr)
                 sys.stdout.flush()

@@ -120,6 +120,10 @@ def launch_argv(d: Path, parallel: dict, resume: bool = False) -> list[str]:
     return argv
 
 
+PATH_KEYS = ("model_name_or_path", "tokenizer_name_or_path", "dataset_name_or_path", "chat_template", "lora_path",
+             "train_dataset_path", "dev_dataset_path")
+
+
 def create(cfg: RunConfig) -> str:
     """Make the run directory (studio.json, config.json, command.txt, status.json=queued)."""
     d = workspace.new_dir(workspace.runs_dir(), f"{datetime.now():%Y%m%d-%H%M%S}-{_slug(cfg.name)}"[:60])
@@ -127,6 +131,11 @@ def create(cfg: RunConfig) -> str:
     parallel = cfg.to_dict()["parallel"]
     info = system.info()
     flat = cfg.to_paddlenlp(output_dir=str(d / "output"))
+    # the run starts in its own folder: a path given relative to where the config was checked is made absolute
+    for key in PATH_KEYS:
+        v = flat.get(key)
+        if isinstance(v, str) and v and not os.path.isabs(v) and os.path.exists(v):
+            flat[key] = os.path.abspath(v)
     # upstream defaults to "gpu" and stops on a CPU machine: say which device this run is for
     flat.setdefault("device", "gpu" if parallel.get("devices") or info["device"] == "gpu" else "cpu")
     workspace.write_json_atomic(d / "config.json", flat)
