@@ -224,12 +224,15 @@ class RunConfig:
                "neftune", "neftune_noise_alpha", "rslora", "reft", "layers", "position", "rank", "intervention_type",
                "dropout")
 
-    def _dpo_flat(self, out: dict) -> dict:
-        """The same run as llm/alignment/dpo/run_dpo.py's JSON: data files and lengths under its names,
-        beta / loss_type / lora / sft_loss_ratio, and nothing it would refuse."""
+    def _preference_flat(self, out: dict, dropped: tuple, keys: dict, table: dict, always: tuple) -> dict:
+        """``out`` as run_dpo.py's / run_kto.py's JSON: the SFT keys it does not read dropped, data files
+        and lengths under its names, the method's own keys (``keys``: field -> key; ``table``: the
+        script's defaults) written when the config is new, the file had them, they are in ``always``
+        or they differ from upstream's default; unified_checkpoint false (upstream's default true is
+        not for CPU)."""
         m, d = self.method, self.data
         ds = Path(d.dataset_name_or_path) if d.dataset_name_or_path else None
-        flat = {k: v for k, v in out.items() if k not in self.NOT_DPO}
+        flat = {k: v for k, v in out.items() if k not in dropped}
         src = self.source or {}
         for key, name in (("train_dataset_path", "train.json"), ("dev_dataset_path", "dev.json")):
             kept = src.get(key) or self.extra.get(key)
@@ -239,17 +242,22 @@ class RunConfig:
                 flat[key] = str(ds / name)
         if not flat.get("do_eval"):
             flat.pop("dev_dataset_path", None)
-        from core.train import upstream
-
         own = dict(max_seq_len=d.max_length, max_prompt_len=d.src_length, lora_rank=m.lora_rank,
-                   **{key: getattr(m, name) for name, key in DPO_KEYS.items()})
-        for k, v in own.items():  # read from a file: its keys, plus only what differs from run_dpo.py's defaults
-            # beta and loss_type always: they say which upstream entry the file is for
-            if self.source is None or k in src or k in ("beta", "loss_type") or v != upstream.DPO_ARGUMENT_KEYS[k][2]:
+                   **{key: getattr(m, name) for name, key in keys.items()})
+        for k, v in own.items():  # read from a file: its keys, plus only what differs from the script's defaults
+            if self.source is None or k in src or k in always or v != table[k][2]:
                 flat[k] = v
         if self.source is None or "unified_checkpoint" in src:
-            flat.setdefault("unified_checkpoint", False)  # upstream's DPO default is true: not on CPU
+            flat.setdefault("unified_checkpoint", False)
         return flat
+
+    def _dpo_flat(self, out: dict) -> dict:
+        """The same run as llm/alignment/dpo/run_dpo.py's JSON: data files and lengths under its names,
+        beta / loss_type / lora / sft_loss_ratio, and nothing it would refuse. beta and loss_type are
+        always written: they say which upstream entry the file is for."""
+        from core.train import upstream
+
+        return self._preference_flat(out, self.NOT_DPO, DPO_KEYS, upstream.DPO_ARGUMENT_KEYS, ("beta", "loss_type"))
 
     # SFT keys run_kto.py does not read: DPO's list less rslora, which KTOModelArgument reads and the
     # studio's KTO entry honours
@@ -260,30 +268,12 @@ class RunConfig:
         beta / desirable_weight / undesirable_weight / lora, and nothing it would refuse. The two
         weights are always written: they are the keys that say a file is run_kto.py's (a run's
         config.json has no file name that could)."""
-        m, d = self.method, self.data
-        ds = Path(d.dataset_name_or_path) if d.dataset_name_or_path else None
-        flat = {k: v for k, v in out.items() if k not in self.NOT_KTO}
-        src = self.source or {}
-        for key, name in (("train_dataset_path", "train.json"), ("dev_dataset_path", "dev.json")):
-            kept = src.get(key) or self.extra.get(key)
-            if kept and ds and Path(kept).parent == ds:
-                flat[key] = kept
-            elif ds:
-                flat[key] = str(ds / name)
-        if not flat.get("do_eval"):
-            flat.pop("dev_dataset_path", None)
         from core.train import upstream
 
-        own = dict(max_seq_len=d.max_length, max_prompt_len=d.src_length, lora_rank=m.lora_rank,
-                   **{key: getattr(m, name) for name, key in KTO_KEYS.items()})
-        for k, v in own.items():  # read from a file: its keys, plus only what differs from run_kto.py's defaults
-            if self.source is None or k in src or k in ("beta", "desirable_weight", "undesirable_weight") \
-                    or v != upstream.KTO_ARGUMENT_KEYS[k][2]:
-                flat[k] = v
-        if self.source is not None and "rslora" not in src and not flat.get("rslora"):
+        flat = self._preference_flat(out, self.NOT_KTO, KTO_KEYS, upstream.KTO_ARGUMENT_KEYS,
+                                     ("beta", "desirable_weight", "undesirable_weight"))
+        if self.source is not None and "rslora" not in self.source and not flat.get("rslora"):
             flat.pop("rslora", None)
-        if self.source is None or "unified_checkpoint" in src:
-            flat.setdefault("unified_checkpoint", False)  # upstream's KTO default is true: not on CPU
         return flat
 
     ALWAYS = ("output_dir", "logging_dir", "report_to", "disable_tqdm", "do_train", "device")

@@ -60,27 +60,27 @@ def split_training_args(flat: dict):
     return args
 
 
-_ARGS_CLASS = None
+_ARGS_CLASSES: dict = {}
 
 
-def _training_arguments_class():
-    """TrainingArguments with ``@llmmetaclass``'s fields, made on first use (importing paddlenlp is
-    slow; this module is imported by light code too) and reachable as ``core.train.dpo.
-    DPOTrainingArguments``: the trainer pickles its arguments into every checkpoint."""
-    global _ARGS_CLASS
-    if _ARGS_CLASS is None:
+def llm_training_arguments(name: str, module: str):
+    """TrainingArguments with ``@llmmetaclass``'s fields (run_dpo.py's and run_kto.py's training
+    arguments), made on first use (importing paddlenlp is slow; these modules are imported by light
+    code too) and named ``module.name``: the trainer pickles its arguments into every checkpoint, so
+    the module answers that name (its ``__getattr__``)."""
+    key = (module, name)
+    if key not in _ARGS_CLASSES:
         from paddlenlp.trainer import TrainingArguments
         from paddlenlp.transformers.configuration_utils import llmmetaclass
 
-        @dataclass
-        @llmmetaclass
-        class DPOTrainingArguments(TrainingArguments):
-            pass
+        ns = {"__module__": module, "__qualname__": name, "__annotations__": {}}  # its own: llmmetaclass adds to it
+        cls = dataclass(llmmetaclass(type(name, (TrainingArguments,), ns)))
+        _ARGS_CLASSES[key] = cls
+    return _ARGS_CLASSES[key]
 
-        DPOTrainingArguments.__qualname__ = "DPOTrainingArguments"
-        DPOTrainingArguments.__module__ = __name__
-        _ARGS_CLASS = DPOTrainingArguments
-    return _ARGS_CLASS
+
+def _training_arguments_class():
+    return llm_training_arguments("DPOTrainingArguments", __name__)
 
 
 def __getattr__(name):  # PEP 562: unpickling a checkpoint's training_args.bin finds the class here

@@ -72,26 +72,10 @@ def split_training_args(flat: dict):
     return out
 
 
-_ARGS_CLASS = None
-
-
 def _training_arguments_class():
-    """TrainingArguments with ``@llmmetaclass``'s fields, made on first use and reachable as
-    ``core.train.kto.KTOTrainingArguments`` (the trainer pickles its arguments into every checkpoint)."""
-    global _ARGS_CLASS
-    if _ARGS_CLASS is None:
-        from paddlenlp.trainer import TrainingArguments
-        from paddlenlp.transformers.configuration_utils import llmmetaclass
+    from core.train.dpo import llm_training_arguments
 
-        @dataclass
-        @llmmetaclass
-        class KTOTrainingArguments(TrainingArguments):
-            pass
-
-        KTOTrainingArguments.__qualname__ = "KTOTrainingArguments"
-        KTOTrainingArguments.__module__ = __name__
-        _ARGS_CLASS = KTOTrainingArguments
-    return _ARGS_CLASS
+    return llm_training_arguments("KTOTrainingArguments", __name__)
 
 
 def __getattr__(name):  # PEP 562: unpickling a checkpoint's training_args.bin finds the class here
