@@ -132,7 +132,6 @@ def main(run_dir: Path, flat: dict, resume: bool, entry) -> int:
 
     from core.train import checkpoints
     from core.train.config import model_family
-    from core.workspace import MODEL_MARKER
 
     logging.getLogger("paddlenlp").setLevel(logging.INFO)
     entry.phase("imports")
@@ -201,19 +200,26 @@ def main(run_dir: Path, flat: dict, resume: bool, entry) -> int:
         callbacks=[entry.make_callback(run_dir / "metrics.jsonl", tokens_per_step, save_reference)],
     )
     entry.phase("trainer")
-    ckpt = None
-    if resume:
-        found = checkpoints.last_complete(Path(training_args.output_dir))
-        ckpt = str(found) if found else None
-    trainer.train(resume_from_checkpoint=ckpt)
+    return train_and_save(trainer, tokenizer, training_args, resume, save_reference, {
+        "base": str(Path(model_dir).resolve()), "method": "dpo", "adapter": bool(cfg.lora), "run": run_dir.name,
+        "dpo": {"beta": cfg.beta, "loss_type": cfg.loss_type, "lora": bool(cfg.lora)}})
+
+
+def train_and_save(trainer, tokenizer, training_args, resume: bool, save_reference, info: dict) -> int:
+    """Train (from the last complete checkpoint when resuming), save the model, the tokenizer and the
+    round-trip reference, then the marker saying the output is whole (studio_model.json: ``info``
+    plus the steps), written last and atomically. DPO's and KTO's entries end alike."""
+    from core.train import checkpoints
+    from core.workspace import MODEL_MARKER
+
+    out = Path(training_args.output_dir)
+    found = checkpoints.last_complete(out) if resume else None
+    trainer.train(resume_from_checkpoint=str(found) if found else None)
     trainer.save_model(training_args.output_dir)
     if training_args.should_save:
         tokenizer.save_pretrained(training_args.output_dir)
-        info = {"base": str(Path(model_dir).resolve()), "method": "dpo", "adapter": bool(cfg.lora),
-                "run": run_dir.name, "steps": trainer.state.global_step,
-                "dpo": {"beta": cfg.beta, "loss_type": cfg.loss_type, "lora": bool(cfg.lora)}}
-        save_reference(Path(training_args.output_dir), trainer.state.global_step)
-        tmp = Path(training_args.output_dir) / f".{MODEL_MARKER}.tmp"
-        tmp.write_text(json.dumps(info, indent=2), encoding="utf-8")
-        os.replace(tmp, Path(training_args.output_dir) / MODEL_MARKER)
+        save_reference(out, trainer.state.global_step)
+        tmp = out / f".{MODEL_MARKER}.tmp"
+        tmp.write_text(json.dumps({**info, "steps": trainer.state.global_step}, indent=2), encoding="utf-8")
+        os.replace(tmp, out / MODEL_MARKER)
     return 0

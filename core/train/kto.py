@@ -21,7 +21,6 @@ other values with file, line and field (core.data.datasets.check_kto_record).
 from __future__ import annotations
 
 import copy
-import json
 import os
 from dataclasses import dataclass
 from functools import partial
@@ -166,7 +165,6 @@ def main(run_dir: Path, flat: dict, resume: bool, entry) -> int:
     from core.data import templates
     from core.train import checkpoints
     from core.train.config import model_family
-    from core.workspace import MODEL_MARKER
 
     logging.getLogger("paddlenlp").setLevel(logging.INFO)
     entry.phase("imports")
@@ -221,20 +219,9 @@ def main(run_dir: Path, flat: dict, resume: bool, entry) -> int:
         callbacks=[entry.make_callback(run_dir / "metrics.jsonl", tokens_per_step, save_reference)],
     )
     entry.phase("trainer")
-    ckpt = None
-    if resume:
-        found = checkpoints.last_complete(Path(training_args.output_dir))
-        ckpt = str(found) if found else None
-    trainer.train(resume_from_checkpoint=ckpt)
-    trainer.save_model(training_args.output_dir)
-    if training_args.should_save:
-        tokenizer.save_pretrained(training_args.output_dir)
-        info = {"base": str(Path(model_dir).resolve()), "method": "kto", "adapter": bool(cfg.lora),
-                "run": run_dir.name, "steps": trainer.state.global_step,
-                "kto": {"beta": cfg.beta, "desirable_weight": cfg.desirable_weight,
-                        "undesirable_weight": cfg.undesirable_weight, "lora": bool(cfg.lora)}}
-        save_reference(Path(training_args.output_dir), trainer.state.global_step)
-        tmp = Path(training_args.output_dir) / f".{MODEL_MARKER}.tmp"
-        tmp.write_text(json.dumps(info, indent=2), encoding="utf-8")
-        os.replace(tmp, Path(training_args.output_dir) / MODEL_MARKER)
-    return 0
+    from core.train.dpo import train_and_save
+
+    return train_and_save(trainer, tokenizer, training_args, resume, save_reference, {
+        "base": str(Path(model_dir).resolve()), "method": "kto", "adapter": bool(cfg.lora), "run": run_dir.name,
+        "kto": {"beta": cfg.beta, "desirable_weight": cfg.desirable_weight, "undesirable_weight": cfg.undesirable_weight,
+                "lora": bool(cfg.lora)}})
