@@ -5,6 +5,7 @@ sitecustomize on PYTHONPATH that patches PaddleNLP's collator (the studio's code
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -277,7 +278,8 @@ def test_kill9_of_the_supervisor_stops_the_run_it_watched(ws, tmp_path, monkeypa
     gone = time.time() - t0
     st = runs.status(run_id)
     assert st["state"] == "failed", st
-    assert "supervisor vanished" in st["reason"] and "rank 0: stopped because" in st["reason"], st["reason"]
+    # whichever rank sees it first says so; the launcher then ends the other (its SIGTERM note is left out)
+    assert "supervisor vanished" in st["reason"] and re.search(r"rank [01]: stopped because", st["reason"]), st["reason"]
     print(f"supervisor killed: every process of the run gone {gone:.2f} s later")
 
 
