@@ -76,6 +76,36 @@ def endpoint_names(studio) -> list[str]:
     return [n for n in json.loads(body)["named_endpoints"]]
 
 
+def test_in_chromium_the_login_form_draws_and_opens_the_studio(studio):
+    """The login page carries an empty endpoint list (not none: without one the page asks /info,
+    gets 401 and never draws the form). In a real browser: the form is there, a login opens the
+    studio, and the Train tab's live check refuses 1e9 epochs by their steps. First in the module:
+    the browser logs in from 127.0.0.1, which no throttle test uses."""
+    from playwright import sync_api as playwright
+
+    from tests.browser import launch_browser, wait_text
+
+    with playwright.sync_playwright() as p:
+        browser = launch_browser(p)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1600})
+            page.goto(studio.url)
+            page.locator("input[type=password]").wait_for(timeout=30000)
+            assert page.get_by_role("tab", name="Train").count() == 0
+            page.locator("input:not([type=password])").first.fill(USER)
+            page.locator("input[type=password]").fill(PASSWORD)
+            page.get_by_role("button", name=re.compile("login", re.I)).click()
+            page.get_by_role("tab", name="Train").click(timeout=60000)
+            wait_text(page.locator("#train-check"), "No problems", 30)
+            for elem, value in (("cfg-training-max_steps", -1), ("cfg-training-num_train_epochs", 1e9)):
+                box = page.locator(f"#{elem} input[type=number]")
+                box.fill(str(value))
+                box.press("Tab")
+            wait_text(page.locator("#train-check"), "optimizer steps", 30)
+        finally:
+            browser.close()
+
+
 def test_the_login_page_names_no_endpoint_and_no_workspace_path(studio):
     status, _, page = request(studio, "GET", "/")
     assert status == 200 and b"window.gradio_config" in page  # the login form is drawn from it
