@@ -121,27 +121,37 @@ def packed(examples: list[dict], tokenizer, data_args: DataArgs):
                                  greedy_zero_padding=data_args.greedy_zero_padding)
 
 
-def main(run_dir: Path, flat: dict, resume: bool, entry) -> int:
-    """Train the DPO run of ``flat``; ``entry``: the running training entry module (its phase notes,
-    fail-fast collator wrapper and metrics callback)."""
+def prepare(flat: dict, entry, split) -> tuple:
+    """What DPO's and KTO's entries start alike: paddlenlp's log at INFO, the training arguments
+    (``split``: the entry's own split_training_args), the seed, the tokenizer (EOS as padding
+    where it has none). Returns (training_args, model_dir, tokenizer_dir, tokenizer)."""
     import logging
 
     import paddle
-    from paddlenlp.transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-    from paddlenlp.trl import DPOTrainer, preference_collate_fn
-
-    from core.train import checkpoints
-    from core.train.config import model_family
+    from paddlenlp.transformers import AutoTokenizer
 
     logging.getLogger("paddlenlp").setLevel(logging.INFO)
     entry.phase("imports")
-    training_args = split_training_args(flat)
+    training_args = split(flat)
     paddle.seed(training_args.seed)
     model_dir = flat["model_name_or_path"]
     tok_dir = flat.get("tokenizer_name_or_path") or model_dir
     tokenizer = AutoTokenizer.from_pretrained(tok_dir)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
+    return training_args, model_dir, tok_dir, tokenizer
+
+
+def main(run_dir: Path, flat: dict, resume: bool, entry) -> int:
+    """Train the DPO run of ``flat``; ``entry``: the running training entry module (its phase notes,
+    fail-fast collator wrapper and metrics callback)."""
+    from paddlenlp.transformers import AutoConfig, AutoModelForCausalLM
+    from paddlenlp.trl import DPOTrainer, preference_collate_fn
+
+    from core.train import checkpoints
+    from core.train.config import model_family
+
+    training_args, model_dir, tok_dir, tokenizer = prepare(flat, entry, split_training_args)
     entry.phase("tokenizer")
     data_args = DataArgs(int(flat.get("max_seq_len", 4096)), int(flat.get("max_prompt_len", 2048)),
                          bool(flat.get("greedy_zero_padding", False)))

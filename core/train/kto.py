@@ -155,26 +155,16 @@ def lora_model(model, flat: dict, model_dir: str, targets: list[str]):
 def main(run_dir: Path, flat: dict, resume: bool, entry) -> int:
     """Train the KTO run of ``flat``; ``entry``: the running training entry module (its phase notes,
     fail-fast collator wrapper and metrics callback)."""
-    import logging
-
-    import paddle
-    from paddlenlp.transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from paddlenlp.transformers import AutoConfig, AutoModelForCausalLM
     from paddlenlp.transformers.configuration_utils import LlmMetaConfig
     from paddlenlp.trl import KTOTrainer, preference_collate_fn
 
     from core.data import templates
     from core.train import checkpoints
     from core.train.config import model_family
+    from core.train.dpo import prepare
 
-    logging.getLogger("paddlenlp").setLevel(logging.INFO)
-    entry.phase("imports")
-    training_args = split_training_args(flat)
-    paddle.seed(training_args.seed)
-    model_dir = flat["model_name_or_path"]
-    tok_dir = flat.get("tokenizer_name_or_path") or model_dir
-    tokenizer = AutoTokenizer.from_pretrained(tok_dir)
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
+    training_args, model_dir, _, tokenizer = prepare(flat, entry, split_training_args)
     templates.keep_with_tokenizer(tokenizer, None)  # as run_kto.py: no chat template (and none saved)
     entry.phase("tokenizer")
     data_args = DataArgs(int(flat.get("max_seq_len", 4096)), int(flat.get("max_prompt_len", 2048)),
