@@ -238,25 +238,69 @@ def _plain_lines(seed: int, exclude: list[dict], n: int) -> list[str]:
 
 
 def train_tokenizer(corpus: list[str], out_dir: Path, seed: int, vocab_size: int = 1200,
-                    markers: list[str] | None = None, chat_template: str = CHAT_TEMPLATE, eos: str = "</s>"):
+                    markers: list[str] | None = None, chat_template: str = CHAT_TEMPLATE, eos: str = "</s>",
+                    kind: dict | None = None):
     """A sentencepiece BPE with byte fallback, wrapped as PaddleNLP's LlamaTokenizer.
 
     ``markers`` (default: the demo template's) are single pieces; ``eos`` is the end-of-text
-    piece (a family whose chat template ends a turn with its own marker makes that the EOS)."""
-    import sentencepiece as spm
-
+    piece (a family whose chat template ends a turn with its own marker makes that the EOS).
+    ``kind`` is a family preset's ``tokenizer`` entry when the family has its own tokenizer class:
+    ``{"class": "ChatGLMTokenizer", "special": [pieces], "vocab_size": N, "kwargs": {...}}`` wraps
+    the sentencepiece model in that class (its special pieces added to the vocabulary), and
+    ``{"class": "QWenTokenizer", "format": "tiktoken"}`` trains a byte-level BPE written as a
+    ``qwen.tiktoken`` file (core.models.tiktoken_vocab)."""
     from core.data.datasets import load_tokenizer
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    text = out_dir / "corpus.txt"
-    text.write_text("\n".join(corpus) + "\n", encoding="utf-8")
-    _spm_train(spm, text, out_dir, vocab_size, seed, [USER_TOKEN, ASSISTANT_TOKEN, SYSTEM_TOKEN] if markers is None else markers,
-               eos)
-    text.unlink()
-    from paddlenlp.transformers import LlamaTokenizer
-
-    tok = LlamaTokenizer(vocab_file=str(out_dir / "sp.model"), pad_token="<pad>", eos_token=eos, add_bos_token=True)
+    kind = kind or {}
     tok_dir = out_dir / "tokenizer"
+    if kind.get("format") == "tiktoken":
+        tok = _tiktoken_tokenizer(corpus, out_dir, kind)
+        return _finish_tokenizer(tok, tok_dir, out_dir, chat_template, load_tokenizer)
+    import sentencepiece as spm
+
+    text = out_dir / "corpus.txt"
+    if kind.get("common_hanzi"):  # every character of GB2312's first level: Chinese beyond the demo's stays whole
+        corpus = [*corpus, *common_hanzi()]
+    text.write_text("\n".join(corpus) + "\n", encoding="utf-8")
+    markers = [USER_TOKEN, ASSISTANT_TOKEN, SYSTEM_TOKEN] if markers is None else markers
+    _spm_train(spm, text, out_dir, int(kind.get("vocab_size", vocab_size)), seed,
+               [*kind.get("special", []), *markers], kind.get("spm_eos", eos))
+    text.unlink()
+    import paddlenlp.transformers as T
+
+    if kind.get("class"):  # the class names its vocabulary argument (vocab_file, GLM's model_file)
+        cls = getattr(T, kind["class"])
+        tok = cls(**{next(iter(cls.resource_files_names)): str(out_dir / "sp.model")}, **kind.get("kwargs", {}))
+    else:
+        tok = T.LlamaTokenizer(vocab_file=str(out_dir / "sp.model"), pad_token="<pad>", eos_token=eos, add_bos_token=True)
+    return _finish_tokenizer(tok, tok_dir, out_dir, chat_template, load_tokenizer)
+
+
+def common_hanzi() -> list[str]:
+    """The 3,755 most common Chinese characters (GB2312 level 1, rows 16-55, in Python's own codec),
+    as lines of 60 characters, so a tokenizer trained on the demo text keeps any everyday Chinese
+    character as one piece instead of three byte pieces."""
+    chars = []
+    for row in range(0xB0, 0xD8):
+        for col in range(0xA1, 0xFF):
+            try:
+                chars.append(bytes([row, col]).decode("gb2312"))
+            except UnicodeDecodeError:
+                continue
+    return ["".join(chars[i:i + 60]) for i in range(0, len(chars), 60)]
+
+
+def _tiktoken_tokenizer(corpus: list[str], out_dir: Path, kind: dict):
+    import paddlenlp.transformers as T
+
+    from core.models.tiktoken_vocab import train_tiktoken
+
+    path = train_tiktoken(corpus, out_dir / "bpe", int(kind.get("vocab_size", 3000)))
+    return getattr(T, kind["class"])(vocab_file=str(path), **kind.get("kwargs", {}))
+
+
+def _finish_tokenizer(tok, tok_dir: Path, out_dir: Path, chat_template: str, load_tokenizer):
     tok.save_pretrained(str(tok_dir))
     cfg_path = tok_dir / "tokenizer_config.json"
     cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
@@ -641,13 +685,16 @@ def family_model(family: str, seed: int = 1234, name: str | None = None, out: st
         report_progress(0.1, f"training the {family} tokenizer")
         tok, tok_dir = train_tokenizer(_sentences(train + dev) + _plain_lines(seed + 1, exclude=dev, n=2000),
                                        scratch / "tok", seed, markers=preset.get("template_markers", []),
-                                       chat_template=preset["chat_template"], eos=preset.get("eos_token", "</s>"))
+                                       chat_template=preset["chat_template"], eos=preset.get("eos_token", "</s>"),
+                                       kind=preset.get("tokenizer"))
         report_progress(0.6, f"initialising a tiny {preset['architecture']}")
         paddle.set_device("cpu")
         paddle.seed(seed)
         cls = getattr(T, preset["architecture"])
+        # ids of the family's own special tokens its config names (ChatGLM's [MASK] and [gMASK])
+        own_ids = {k: int(tok.convert_tokens_to_ids(v)) for k, v in preset.get("config_token_ids", {}).items()}
         cfg = cls.config_class(vocab_size=len(tok), bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                               pad_token_id=tok.pad_token_id, **preset["tiny"])
+                               pad_token_id=tok.pad_token_id, **own_ids, **preset["tiny"])
         model = cls(cfg)
         _revive_zero_linears(model, getattr(cfg, "initializer_range", 0.02))
         model.eval()

@@ -300,6 +300,10 @@ TEXT: dict[str, dict[str, str]] = {
                                   "zh": "{path} 是纯文本（没有问答）：请用 pretrain（继续预训练）方法训练"},
     "check.prefix_unsupported": {"en": "prefix tuning does not work with {family} models: {why}",
                                  "zh": "{family} 系列模型不支持前缀微调：{why}"},
+    "check.layout_unsupported": {
+        "en": "{what} does not work with {family} models: it builds 2-D padding masks, and they need a 4-D blank-infilling "
+              "mask with 2-D positions",
+        "zh": "{family} 系列模型不支持{what_zh}：它只生成二维填充掩码，而这类模型需要四维的填空式注意力掩码和二维位置编号"},
     "check.preference_needs_dpo": {"en": "{path} holds preference pairs (two answers, one preferred): train it with the dpo method",
                                    "zh": "{path} 是偏好数据（两个回答，其一更好）：请用 dpo 方法训练"},
     "check.dpo_needs_preference": {

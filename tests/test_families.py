@@ -10,6 +10,8 @@ import pytest
 
 import numpy as np
 
+from core.data import templates
+from core.models import loading
 from core.train import config, runs
 from tests.test_models_import import _logits
 from tests.conftest import link_demo
@@ -18,6 +20,7 @@ from tests.test_runs import cli, wait_for
 pytestmark = pytest.mark.slow
 FAMILIES = sorted(config.family_presets())
 QUESTIONS = ["翻译成英文：红色的苹果", "What is 3 plus 4?"]
+SHORT = ["1", "2", "红", "蓝", "a", "b"]  # prompts of a few tokens: a batch of 8 outnumbers their length
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +88,41 @@ def _chat(home, *target):
     return out
 
 
+def _stepwise(model, tok, tpl, question: str, n: int) -> str:
+    """Greedy answer by plain forwards, no cache: the whole sequence (prompt + the answer so far) run
+    afresh at every step, with the family's own mask and positions built for it (core.models.layouts)
+    — an independent reference for generate's cached decoding and its growing of masks and positions."""
+    import paddle
+
+    from core.models import layouts
+
+    prompt = templates.prompt_ids(tok, tpl, [{"role": "user", "content": question}])
+    ids = list(prompt)
+    with paddle.no_grad():
+        for _ in range(n):
+            x = np.array([ids])
+            out = model(input_ids=paddle.to_tensor(x), **layouts.inputs(model, x, np.ones_like(x)))
+            nxt = int(loading.logits_of(out).numpy()[0, -1].argmax())
+            if nxt == tok.eos_token_id:
+                break
+            ids.append(nxt)
+    return tok.decode(ids[len(prompt):], skip_special_tokens=True).strip()
+
+
+def _generation_is_the_models(model_dir):
+    """Batched greedy answers (left padded, prompts shorter than the batch among them) equal one-at-
+    a-time answers, and equal the step-by-step forward reference."""
+    from core.models import evaluate
+
+    model, tok, tpl = loading.load(str(model_dir))
+    qs = QUESTIONS + SHORT
+    batched = evaluate.generate(model, tok, tpl, [[{"role": "user", "content": q}] for q in qs], 8)
+    single = evaluate.generate(model, tok, tpl, [[{"role": "user", "content": q}] for q in qs], 8, batch_size=1)
+    assert batched == single
+    for q, a in list(zip(qs, single))[:3]:
+        assert a == _stepwise(model, tok, tpl, q, 8), (q, a)
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_family_lora_merge_chat_wint8(home, family, monkeypatch):
     monkeypatch.setenv("PADDLE_STUDIO_HOME", str(home))
@@ -128,6 +166,7 @@ def test_family_lora_merge_chat_wint8(home, family, monkeypatch):
     via_adapter = _chat(home, "--adapter", str(adapter))
     via_merged = _chat(home, "--model", str(merged))
     assert via_merged == via_adapter  # greedy answers of the merged model are the adapter's
+    _generation_is_the_models(merged)
     r = cli("quantize", "--model", str(merged), "--preset", "wint8", "--data", str(home / "datasets" / "demo"),
             "--eval-limit", "16", "--out", str(home / "models" / f"{family}-wint8"), "--json", home=home)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -164,3 +203,32 @@ def test_family_prefix(home, family, monkeypatch):
     batched = evaluate.generate(model, tok, tpl, convs, 12)
     single = evaluate.generate(model, tok, tpl, convs, 12, batch_size=1)
     assert batched == single
+
+
+def test_chatglm_guide_sft_chat_ptq_gptq(home, monkeypatch):
+    """PaddleNLP's ChatGLM-6B guide on the tiny ChatGLM v1: full SFT -> chat in its template (its
+    [gMASK]<sop> prompt, 4-D mask and 2-D positions) -> PTQ A8W8 and GPTQ through the Quantize
+    job (the Quantize tab runs the same function). LoRA and P-Tuning v2 are the parametrized tests above."""
+    monkeypatch.setenv("PADDLE_STUDIO_HOME", str(home))
+    monkeypatch.setenv("PADDLE_STUDIO_VERIFY", "1")
+    model = _imported(home, "chatglm")
+    run, problems = _train(home, model, "sft", 20, "chatglm-sft")
+    assert not problems, problems
+    v = _verified(run)
+    assert v["state"] == "verified", v
+    out = run / "output"
+    answers = _chat(home, "--model", str(out))
+    model_, tok_, tpl_ = loading.load(str(out))
+    assert answers[1] == _stepwise(model_, tok_, tpl_, QUESTIONS[1], 8)
+    del model_
+    for preset, ratio in (("a8w8", 0.25), ("gptq-wint4", 0.5)):
+        dest = home / "models" / f"chatglm-sft-{preset}"
+        r = cli("quantize", "--model", str(out), "--preset", preset, "--data", str(home / "datasets" / "demo"),
+                "--eval-limit", "16", "--out", str(dest), "--json", home=home)
+        assert r.returncode == 0, r.stderr[-2000:]
+        rep = json.loads(r.stdout)
+        before, after = rep["eval"]["before"]["perplexity"], rep["eval"]["after"]["perplexity"]
+        assert abs(after - before) / before < ratio, (preset, before, after)
+        q = _chat(home, "--model", str(dest))
+        assert len(q) == 2 and all(isinstance(a, str) for a in q)
+        print(f"\nCHATGLM {preset}: ppl {before:.4g} -> {after:.4g}")

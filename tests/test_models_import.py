@@ -20,14 +20,22 @@ def home(demo_home, tmp_path_factory):
 
 def _logits(model_dir):
     import paddle
-    from paddlenlp.transformers import AutoModelForCausalLM
+
+    from core.data.datasets import load_tokenizer
+    from core.models import layouts
+    from core.models.loading import model_class
 
     paddle.set_device("cpu")
-    m = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype="float32")
+    m = model_class(model_dir).from_pretrained(str(model_dir), dtype="float32")  # GLM: AutoModelForConditionalGeneration
     m.eval()
+
     ids = paddle.to_tensor([[1, 7, 42, 99, 5, 300, 11, 2], [1, 250, 8, 8, 64, 3, 3, 3]])
+    # the family's own mask and positions where it needs them (ChatGLM-6B v1), else the model's default
+    extra = {}
+    if layouts.attach(m, model_dir, load_tokenizer(model_dir)):
+        extra = layouts.inputs(m, ids, paddle.ones_like(ids))
     with paddle.no_grad():
-        out = m(input_ids=ids)
+        out = m(input_ids=ids, **extra)
     out = out[0] if isinstance(out, (tuple, list)) else getattr(out, "logits", out)
     return out.numpy()
 

@@ -39,6 +39,13 @@ EXPECT = {
     **{f"{fam}_lokr": ("accept", HUB_AND_DATA) for fam in ("llama", "qwen2", "chatglm2")},
     **{f"{fam}_reft": ("accept", HUB_AND_DATA | {("needs_gpu", "training.bf16")}) for fam in ("llama", "qwen2", "chatglm2")},
     **{f"{fam}_pretrain": ("refuse", [("other_entry", "", "pretrain")]) for fam in ("llama", "qwen2", "chatglm2")},
+    # ChatGLM-6B v1's own files (llm/config/chatglm, SOURCES): fp16 and tensor parallel 4 are this machine's refusals
+    "chatglm_sft": ("accept", HUB_AND_DATA | {("needs_gpu", "training.fp16"), ("needs_gpu", "parallel.tensor_parallel_degree"),
+                                              ("degrees_do_not_divide", "parallel.tensor_parallel_degree")}),
+    "chatglm_lora": ("accept", HUB_AND_DATA | {("needs_gpu", "training.fp16")}),
+    "chatglm_prefix": ("accept", HUB_AND_DATA | {("needs_gpu", "training.fp16")}),  # P-Tuning v2 (pt_argument.json)
+    "chatglm_ptq": ("refuse", [("other_entry", "", "quantization")]),
+    "chatglm_gptq": ("refuse", [("other_entry", "", "quantization")]),
     # the other entries' files, from upstream's llm/config (SOURCES): each named for its script
     "llama_kto": ("accept", GPU_PREFERENCE),  # run_kto.py's keys (told by the file name): the kto method
     "llama_kto_lora": ("accept", GPU_PREFERENCE),
@@ -213,7 +220,7 @@ def test_round_trip_is_lossless(name):
     assert bare.method.num_prefix_tokens == upstream.default("num_prefix_tokens")
 
 
-@pytest.mark.parametrize("name", [f"{fam}_{kind}" for fam in ("llama", "qwen2", "chatglm2") for kind in ("ptq", "gptq")])
+@pytest.mark.parametrize("name", [f"{fam}_{kind}" for fam in ("llama", "qwen2", "chatglm2", "chatglm") for kind in ("ptq", "gptq")])
 def test_quantization_configs_become_quantize_plans(name):
     """Quantization files are not refused: they are read as Quantize jobs with the preset upstream's
     keys mean; on this machine only the hub id and the missing ./data stop them."""
@@ -230,7 +237,7 @@ def test_quantization_configs_become_quantize_plans(name):
     else:
         assert (preset["algorithm"], preset["method"], preset["calib_steps"]) == ("a8w8", "ptq", d["ptq_step"])
         assert preset["smooth"] == bool(d.get("smooth")) and preset["shift"] == bool(d.get("shift"))
-        assert any("piecewise alpha search is not done" in n for n in notes)
+        assert any("piecewise alpha search is not done" in n for n in notes) == bool(d.get("smooth_piecewise_search"))
     assert plan["name"] == Path(d["output_dir"]).name
 
 
@@ -256,6 +263,11 @@ SOURCES = {
     "llama_rm_flashmask": ("llm/config/llama/rm_flashmask_argument.json", "2214f6cf2fc33e2773f3a11939ce3e321d7f4bb3"),
     "qwen_emb": ("llm/config/qwen/emb_argument.json", "0a618b0dceb3b8a33117ff4fd9436cf560164694"),
     "llama_fp8_ptq": ("llm/config/llama/fp8_ptq_argument.json", "174eda68aec674d585251947d929bd0d28643f7d"),
+    "chatglm_sft": ("llm/config/chatglm/sft_argument.json", "a1261548959098a55ed32f42fc5499ec4c237050"),
+    "chatglm_lora": ("llm/config/chatglm/lora_argument.json", "689f231bab980dac2280f097beb37574e0c2261d"),
+    "chatglm_prefix": ("llm/config/chatglm/pt_argument.json", "34d04687275b373328d8f3433429881b4c7c3f3c"),
+    "chatglm_ptq": ("llm/config/chatglm/ptq_argument.json", "9e267e6eceec248729f4587c74b64dfdf7348d0f"),
+    "chatglm_gptq": ("llm/config/chatglm/gptq_argument.json", "a1261548959098a55ed32f42fc5499ec4c237050"),
 }
 # the entry each corpus file is for (None: llm/run_finetune.py's own)
 ENTRY = {
@@ -267,6 +279,7 @@ ENTRY = {
     "llama_kto": "kto", "llama_kto_lora": "kto", "llama_flashmask_dpo": "dpo", "llama_ppo": "ppo",
     "llama_grpo": "grpo", "qwen_grpo": "grpo", "llama_rm": "reward", "llama_rm_flashmask": "reward_flashmask",
     "qwen_emb": "embedding", "llama_fp8_ptq": "quantization",
+    "chatglm_sft": None, "chatglm_lora": None, "chatglm_prefix": None, "chatglm_ptq": "quantization", "chatglm_gptq": "quantization",
     **{n: None for n in ("typo_keys", "wrong_types", "loose_values", "key_prefix", "odd_values", "bad_choices")},
 }
 

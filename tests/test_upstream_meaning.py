@@ -269,4 +269,9 @@ def test_family_targets_are_upstreams():
 
     for name, fam in config.family_presets().items():
         prefix = getattr(pt, fam["architecture"]).base_model_prefix
-        assert fam["target_modules"] == get_lora_target_modules(SimpleNamespace(base_model_prefix=prefix)), name
+        try:
+            upstreams = get_lora_target_modules(SimpleNamespace(base_model_prefix=prefix))
+        except ValueError:  # GLM: run_finetune.py knows no targets for it; the preset names where its come from
+            assert fam.get("target_modules_from"), name
+            continue
+        assert fam["target_modules"] == upstreams, name

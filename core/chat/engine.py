@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Iterator
 
 from core.data import templates
+from core.models import layouts
 
 DEFAULT_MAX_NEW_TOKENS = 256
 ROLES = ("system", "user", "assistant")
@@ -539,6 +540,9 @@ class ChatEngine:
         self.adapter_dir = str(adapter_dir) if adapter_dir else None
         self.kind = (loading.adapter_kind(adapter_dir) if adapter_dir else None) or "model"
         self.model, self.tokenizer, self.template = loaded or loading.load(model_dir, adapter_dir)
+        from core.models.evaluate import padded_positions_matter
+
+        self.own_positions = padded_positions_matter(self.model)
         self.name = name or Path(self.adapter_dir or self.model_dir or "model").name
         cfg = getattr(self.model, "config", None) or getattr(getattr(self.model, "model", None), "config", None)
         self.max_position = int(getattr(cfg, "max_position_embeddings", 0) or 2048)
@@ -680,7 +684,7 @@ class ChatEngine:
         )
         crit = StoppingCriteriaList([_Cancelled(cancel)]) if cancel is not None else None
         with paddle.no_grad():
-            res = self.model.generate(input_ids=paddle.to_tensor(ids), attention_mask=paddle.to_tensor(att),
+            res = self.model.generate(**layouts.generation_inputs(self.model, ids, att, self.own_positions, max_new),
                                       generation_config=cfg, streamer=streamer, stopping_criteria=crit,
                                       use_cache=True)
         gen = res[0] if isinstance(res, (tuple, list)) else res

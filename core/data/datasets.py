@@ -1433,6 +1433,18 @@ def load_tokenizer(tokenizer_dir: str | Path):
     import logging
 
     logging.getLogger("paddlenlp").setLevel(logging.WARNING)
-    from paddlenlp.transformers import AutoTokenizer
+    import paddlenlp.transformers as T
 
-    return AutoTokenizer.from_pretrained(str(tokenizer_dir))
+    try:
+        return T.AutoTokenizer.from_pretrained(str(tokenizer_dir))
+    except ValueError as e:
+        # AutoTokenizer knows GLM's tokenizers by model only (GLMTokenizer picks the class from the folder):
+        # "Tokenizer class GLMChineseTokenizer does not exist or is not currently imported"
+        cfg = Path(tokenizer_dir) / "tokenizer_config.json"
+        name = json.loads(cfg.read_text(encoding="utf-8")).get("tokenizer_class") if cfg.is_file() else None
+        if not (isinstance(name, str) and name.endswith("Tokenizer") and hasattr(T, name)):
+            raise
+        try:
+            return getattr(T, name).from_pretrained(str(tokenizer_dir))
+        except Exception:  # noqa: BLE001 - the first error says what is wrong
+            raise e from None

@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 from core.data import templates
-from core.models import loading
+from core.models import layouts, loading
 
 # ---------------------------------------------------------------- scores
 
@@ -110,7 +110,7 @@ def examples_loss(model, exs: list[dict], pad: int, batch_size: int = 16) -> dic
                 from core.models import reft
 
                 extra["prompt_lengths"] = [reft.prompt_length(e["labels"]) for e in chunk]
-            out = model(input_ids=paddle.to_tensor(ids), attention_mask=paddle.to_tensor(att), **extra)
+            out = model(input_ids=paddle.to_tensor(ids), **layouts.inputs(model, ids, att), **extra)
             logits = loading.logits_of(out)
             logits = logits.astype("float32")
             labels = paddle.to_tensor(lab)
@@ -161,13 +161,8 @@ def generate(model, tokenizer, template, conversations: list[list[dict]], max_ne
             att = np.zeros((len(chunk), n), dtype="int64")
             for k, p in enumerate(chunk):
                 ids[k, n - len(p):], att[k, n - len(p):] = p, 1
-            extra = {}
-            if own_positions:  # each row counts its positions from its first real token, as training did
-                extra["position_ids"] = paddle.to_tensor(np.maximum(np.cumsum(att, axis=1) - 1, 0).astype("int64"))
             res = model.generate(
-                input_ids=paddle.to_tensor(ids),
-                attention_mask=paddle.to_tensor(att),
-                **extra,
+                **layouts.generation_inputs(model, ids, att, own_positions, max_new_tokens),
                 max_new_tokens=max_new_tokens,
                 decode_strategy="greedy_search",
                 eos_token_id=eos,

@@ -226,15 +226,18 @@ def _load_check(d: Path, info: dict, log):
     model and its parameter count."""
     import numpy as np
     import paddle
-    from paddlenlp.transformers import AutoModelForCausalLM, AutoTokenizer
 
     paddle.set_device("cpu")
     try:
-        tok = AutoTokenizer.from_pretrained(str(d))
+        from core.data.datasets import load_tokenizer
+
+        tok = load_tokenizer(d)
     except Exception as e:  # noqa: BLE001 - any tokenizer failure is a bad folder
         raise ModelFolderError(f"{info['path']}: the tokenizer does not load: {type(e).__name__}: {e}") from None
     try:
-        model = AutoModelForCausalLM.from_pretrained(str(d), dtype="float32", convert_from_torch=info["format"] == "torch")
+        from core.models.loading import model_class
+
+        model = model_class(d).from_pretrained(str(d), dtype="float32", convert_from_torch=info["format"] == "torch")
     except Exception as e:  # noqa: BLE001
         raise ModelFolderError(f"{info['path']}: the weights do not load as {info['architecture']}: "
                                f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from core.data import templates
+from core.models import layouts
 from core.quant.algorithms import (_gpu_arch, _gpu_visible, _parent, _require_gpu, _set_norm_bias, _weight_only_linear_cls,
                                    dequant, pack, unpack)
 from core.workspace import MODEL_MARKER, QUANT_MARKER
@@ -65,6 +66,28 @@ def base_of(adapter_dir: str | Path) -> str | None:
     return None
 
 
+def model_class(model_dir: str | Path):
+    """The Auto class a model folder loads with: its family preset's ``auto_class`` (GLM is a
+    conditional-generation model to PaddleNLP, which AutoModelForCausalLM refuses), else
+    AutoModelForCausalLM."""
+    import paddlenlp.transformers as T
+
+    from core.train.config import family_of_type
+
+    try:
+        mtype = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8")).get("model_type", "")
+    except (OSError, ValueError, AttributeError):
+        mtype = ""
+    fam = family_of_type(mtype) if isinstance(mtype, str) else None
+    return getattr(T, (fam or {}).get("auto_class", "AutoModelForCausalLM"))
+
+
+def load_tokenizer(tok_dir: str | Path):
+    from core.data.datasets import load_tokenizer as load
+
+    return load(tok_dir)
+
+
 def load(model_dir: str | Path | None, adapter_dir: str | Path | None = None):
     """(model, tokenizer, template) in eval mode on CPU or the default device."""
     if model_dir and not adapter_dir and (Path(model_dir) / QUANT_MARKER).is_file():
@@ -72,17 +95,17 @@ def load(model_dir: str | Path | None, adapter_dir: str | Path | None = None):
     import logging
 
     logging.getLogger("paddlenlp").setLevel(logging.WARNING)
-    from paddlenlp.transformers import AutoModelForCausalLM, AutoTokenizer
 
     if adapter_dir and not model_dir:
         model_dir = base_of(adapter_dir)
     if not model_dir:
         raise ValueError("no base model: pass --model (the adapter does not record its base)")
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype="float32")
+    model = model_class(model_dir).from_pretrained(str(model_dir), dtype="float32")
     tok_dir = adapter_dir if adapter_dir and (Path(adapter_dir) / "tokenizer_config.json").is_file() else model_dir
-    tokenizer = AutoTokenizer.from_pretrained(str(tok_dir))
+    tokenizer = load_tokenizer(tok_dir)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
+    layouts.attach(model, model_dir, tokenizer)
     if adapter_dir:
         model = attach_adapter(model, str(model_dir), str(adapter_dir))
     model.eval()
@@ -175,7 +198,7 @@ def load_quantized(model_dir, kernel: str = "auto"):
     import numpy as np
     import paddle
     from paddlenlp.quantization.quantization_config import QuantizationConfig
-    from paddlenlp.transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from paddlenlp.transformers import AutoConfig
     from safetensors import safe_open
 
     logging.getLogger("paddlenlp").setLevel(logging.WARNING)
@@ -192,7 +215,7 @@ def load_quantized(model_dir, kernel: str = "auto"):
     use_gpu = algo != "a8w8" and (kernel == "gpu" or (kernel == "auto" and _gpu_visible()))
     cfg = AutoConfig.from_pretrained(str(model_dir))
     cfg.quantization_config = QuantizationConfig()
-    model = AutoModelForCausalLM.from_config(cfg, dtype="float32")
+    model = model_class(model_dir).from_config(cfg, dtype="float32")
     state = {}
     for f in sorted(model_dir.glob("*.safetensors")):
         with safe_open(str(f), framework="np") as h:
@@ -252,8 +275,9 @@ def load_quantized(model_dir, kernel: str = "auto"):
                 return (q,)
             layers[n].register_forward_pre_hook(fq)
     model.eval()
-    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    tokenizer = load_tokenizer(model_dir)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
+    layouts.attach(model, model_dir, tokenizer)
     return model, tokenizer, templates.load_template(tokenizer, model_dir)
 

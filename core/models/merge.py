@@ -18,7 +18,7 @@ from pathlib import Path
 
 from core import workspace
 from core.jobs import report_progress
-from core.models import loading
+from core.models import layouts, loading
 from core.data import templates
 
 CHECK_PROMPTS = [
@@ -33,7 +33,7 @@ def _logits(model, batch):
     import paddle
 
     with paddle.no_grad():
-        out = model(input_ids=batch, attention_mask=paddle.ones_like(batch))
+        out = model(input_ids=batch, **layouts.inputs(model, batch, paddle.ones_like(batch)))
     return loading.logits_of(out).astype("float32")
 
 
@@ -92,7 +92,6 @@ def against_training(model, tokenizer, adapter: str | Path) -> dict | None:
 
 def merge(base: str | Path | None, adapter: str | Path, out: str | Path, log=print) -> dict:
     import paddle
-    from paddlenlp.transformers import AutoModelForCausalLM
 
     t0 = time.perf_counter()
     out = Path(out)
@@ -125,10 +124,11 @@ def merge(base: str | Path | None, adapter: str | Path, out: str | Path, log=pri
         model.merge()
     inner = model.model
     merged_state = {k: v for k, v in inner.state_dict().items()}
-    fresh = AutoModelForCausalLM.from_pretrained(str(base), dtype="float32")
+    fresh = loading.model_class(base).from_pretrained(str(base), dtype="float32")
     fresh_keys = set(fresh.state_dict())
     fresh.set_state_dict({k: v for k, v in merged_state.items() if k in fresh_keys})
     fresh.eval()
+    layouts.attach(fresh, base, tok)
     got = _logits(fresh, batch)
     diff = float((got - ref).abs().max())
     log(f"max |merged - (base+adapter)| logits = {diff:.3g}")
@@ -143,8 +143,9 @@ def merge(base: str | Path | None, adapter: str | Path, out: str | Path, log=pri
             cfg["chat_template"] = tpl
             workspace.write_json_atomic(cfg_path, cfg)
         # check what is on disk, not what is in memory
-        reloaded = AutoModelForCausalLM.from_pretrained(str(tmp), dtype="float32")
+        reloaded = loading.model_class(tmp).from_pretrained(str(tmp), dtype="float32")
         reloaded.eval()
+        layouts.attach(reloaded, base, tok)
         disk_diff = float((_logits(reloaded, batch) - ref).abs().max())
         info = {"merged_from": {"base": str(Path(base).resolve()), "adapter": str(Path(adapter).resolve()), "kind": kind},
                 "check": {"prompts": len(CHECK_PROMPTS), "max_abs_diff": max(diff, disk_diff), "dtype": "float32"},

@@ -8,6 +8,8 @@ from __future__ import annotations
 import contextlib
 import sys
 
+from core.models import layouts
+
 LAYOUT_ARCH = 80  # layout of quant_weight on disk; weight_quantize gives the same bytes for 80, 86, 89, 90
 NORM_GROUPS = {  # norm -> the linears that read its output (llama / qwen2 naming)
     "input_layernorm": ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"],
@@ -162,7 +164,7 @@ def _gptq_layers(model, names, batches, log, percdamp=0.1, actorder=True):
         try:
             with paddle.no_grad():
                 for ids, att in batches:
-                    model(input_ids=ids, attention_mask=att)
+                    model(input_ids=ids, **layouts.inputs(model, ids, att))
                 with contextlib.redirect_stdout(sys.stderr):
                     g.fasterquant(percdamp=percdamp, groupsize=-1, actorder=actorder)
         finally:
@@ -217,7 +219,7 @@ def _collect_inputs(model, names, batches, max_rows: int = 2048):
         with paddle.no_grad():
             for ids, att in batches:
                 masks.append(att.numpy().astype(bool))
-                model(input_ids=ids, attention_mask=att)
+                model(input_ids=ids, **layouts.inputs(model, ids, att))
     finally:
         for h in hooks:
             h.remove()
@@ -271,7 +273,7 @@ def _shift_smooth(model, batches, shift: bool, smooth: bool, alpha: float, log):
             with paddle.no_grad():
                 for ids, att in batches:
                     cur_mask[0] = att.numpy().astype(bool)
-                    model(input_ids=ids, attention_mask=att)
+                    model(input_ids=ids, **layouts.inputs(model, ids, att))
         finally:
             for h in hooks:
                 h.remove()
@@ -365,7 +367,7 @@ def _ptq_scales(model, names, batches, act_method: str = ACT_QUANT_DEFAULT):
     qmodel = ptq.quantize(model, inplace=False)
     with paddle.no_grad():
         for ids, att in batches:
-            qmodel(input_ids=ids, attention_mask=att)
+            qmodel(input_ids=ids, **layouts.inputs(qmodel, ids, att))
     act, wts = {}, {}
     for cur, layer in qmodel.named_sublayers():
         if not hasattr(layer, "scales") or "_observer" in cur:

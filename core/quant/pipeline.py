@@ -65,6 +65,8 @@ def _weights_bytes(model_dir: Path) -> int:
     from safetensors import safe_open
 
     total = 0
+    if not list(model_dir.glob("*.safetensors")):  # a full fine-tune's model_state.pdparams: its size on disk
+        return sum(f.stat().st_size for f in model_dir.glob("*.pdparams"))
     for f in sorted(model_dir.glob("*.safetensors")):
         with safe_open(str(f), framework="np") as h:
             for k in h.keys():
@@ -219,8 +221,8 @@ def quantize(model_dir, preset, out_dir, data=None, calib_steps: int | None = No
                          f"(Merge tab, or paddle-studio merge --adapter {model_dir} --out DIR) and quantize the merged model")
     if (model_dir / QUANT_MARKER).is_file():
         raise ValueError(f"{model_dir} is already quantized; quantize the full-precision model")
-    if not (model_dir / "config.json").is_file() or not list(model_dir.glob("*.safetensors")):
-        raise ValueError(f"{model_dir} has no config.json and safetensors weights (is it a model folder?)")
+    if not (model_dir / "config.json").is_file() or not (list(model_dir.glob("*.safetensors")) or list(model_dir.glob("*.pdparams"))):
+        raise ValueError(f"{model_dir} has no config.json and weights (.safetensors or .pdparams; is it a model folder?)")
     algo = preset["algorithm"]
     method = preset.get("method", "ptq" if algo == "a8w8" else "rtn")
     act_method = preset.get("act_quant_method", ACT_QUANT_DEFAULT) if algo == "a8w8" else None

@@ -410,6 +410,8 @@ MESSAGES = {
     "text_needs_pretrain": "{path} holds raw text (no questions and answers): train it with the pretrain method",
     "prefix_unsupported": "prefix tuning does not work with {family} models: {why}",
     "reft_unsupported": "ReFT does not work with {family} models: {why}",
+    "layout_unsupported": ("{what} does not work with {family} models: it builds 2-D padding masks, and they need a "
+                           "4-D blank-infilling mask with 2-D positions"),
     "preference_needs_dpo": "{path} holds preference pairs (two answers, one preferred): train it with the dpo method",
     "dpo_needs_preference": ("DPO trains on preference pairs ({{src, tgt, response: [better, worse], sort}} or "
                              "{{prompt, chosen, rejected}}); {path} holds none"),
@@ -773,6 +775,12 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
         elif m.method == "reft" and fam.get("reft") is not True:
             add("reft_unsupported", "method.method", family=fam["family"],
                 why=(fam.get("reft") or {}).get("unsupported", "not supported"))
+        if fam is not None and fam.get("inputs"):  # ChatGLM v1 / GLM: core.models.layouts builds what they need
+            if m.method in ("dpo", "kto"):  # PaddleNLP's preference collators pack rows with their own 2-D layout
+                add("layout_unsupported", "method.method", what=m.method.upper(), what_zh=m.method.upper(), family=fam["family"])
+            elif d.zero_padding:
+                add("layout_unsupported", "data.zero_padding", what="zero padding (packing)", what_zh="零填充（打包）",
+                    family=fam["family"])
     ds = d.dataset_name_or_path
     if not ds:
         add("required", "data.dataset_name_or_path")

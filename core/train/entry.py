@@ -150,14 +150,39 @@ class PackedCollator:
         return {"input_ids": ids, "labels": labels, "position_ids": pos, "attention_mask": mask}
 
 
-def padding_collator(tokenizer):
+def padding_collator(tokenizer, layout: dict | None = None):
     """Plain batches: right padding (pads after the answer, so every example keeps positions 0..n-1
-    as in a packed sequence) with the attention mask that hides the pads."""
+    as in a packed sequence) with the attention mask that hides the pads; for a family with its own
+    input layout (core.models.layouts: ChatGLM-6B v1's 4-D mask and 2-D positions), that layout."""
     from paddlenlp.data import DataCollatorForSeq2Seq
 
+    if layout:
+        return LayoutCollator(tokenizer.pad_token_id, layout)
     tokenizer.padding_side = "right"
     return DataCollatorForSeq2Seq(tokenizer=tokenizer, padding=True, label_pad_token_id=templates.IGNORE,
                                   return_tensors="np", return_attention_mask=True)
+
+
+class LayoutCollator:
+    """Right-padded ``input_ids``/``labels`` with the family's own mask and positions
+    (core.models.layouts.model_inputs, built per row from its tokens alone)."""
+
+    def __init__(self, pad_id: int, layout: dict):
+        self.pad_id, self.layout = pad_id, layout
+
+    def __call__(self, features: list[dict]) -> dict:
+        import numpy as np
+
+        from core.models import layouts
+
+        n = max(len(f["input_ids"]) for f in features)
+        ids = np.full((len(features), n), self.pad_id, dtype="int64")
+        labels = np.full((len(features), n), templates.IGNORE, dtype="int64")
+        att = np.zeros((len(features), n), dtype="int64")
+        for i, f in enumerate(features):
+            k = len(f["input_ids"])
+            ids[i, :k], labels[i, :k], att[i, :k] = f["input_ids"], f["labels"], 1
+        return {"input_ids": ids, "labels": labels, **layouts.model_inputs(self.layout, ids, att)}
 
 
 def fail_fast(collate):
@@ -298,6 +323,7 @@ def use_masked_loss(model) -> None:
     takes the mean over all b*s positions, masked prompt and padding too, so a random model
     started at 1.76 instead of ~ln V): the forward is asked for logits only and the loss is the
     mean over the answer tokens, as every other family computes it."""
+    import inspect
     import types
 
     inner = model.forward
@@ -312,6 +338,8 @@ def use_masked_loss(model) -> None:
 
     # a bound method: PaddleNLP's PretrainedModel.__setattr__ calls a plain function given as
     # `forward` with the model as its first argument (its patch convention)
+    # the class's own signature: PaddleNLP's prefix model reads it to pass `cache` or `past_key_values`
+    forward.__signature__ = inspect.signature(type(model).forward)
     model.forward = types.MethodType(forward, model)
 
 
@@ -632,7 +660,7 @@ def main(argv: list[str]) -> int:
     import paddle.distributed as dist
 
     logging.getLogger("paddlenlp").setLevel(logging.INFO)
-    from paddlenlp.transformers import AutoModelForCausalLM, AutoTokenizer
+    from core.data.datasets import load_tokenizer
     from paddlenlp.trl import SFTTrainer
 
     from core.train import upstream
@@ -653,7 +681,7 @@ def main(argv: list[str]) -> int:
         dist.init_parallel_env()
     paddle.seed(training_args.seed)
     tok_dir = model_args.tokenizer_name_or_path or model_args.model_name_or_path
-    tokenizer = AutoTokenizer.from_pretrained(tok_dir)
+    tokenizer = load_tokenizer(tok_dir)  # AutoTokenizer, or the class the folder names (GLM's)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     # chat_template as upstream's init_chat_template reads it: left out, the tokenizer's own; "none" or
@@ -682,7 +710,13 @@ def main(argv: list[str]) -> int:
 
     model_config = AutoConfig.from_pretrained(model_args.model_name_or_path)
     configure_model(model_config, model_args, data_args, training_args)
-    model = AutoModelForCausalLM.from_pretrained(model_args.model_name_or_path, config=model_config, dtype="float32")
+    from core.models.loading import model_class
+
+    model = model_class(model_args.model_name_or_path).from_pretrained(model_args.model_name_or_path, config=model_config,
+                                                                       dtype="float32")
+    from core.models import layouts
+
+    spec = layouts.attach(model, model_args.model_name_or_path, tokenizer)  # what the family's forward needs
     if family.get("loss") == "masked_mean":
         use_masked_loss(model)
     if model_args.neftune:
@@ -719,7 +753,7 @@ def main(argv: list[str]) -> int:
     if data_args.zero_padding:
         collator = PackedCollator(tokenizer.pad_token_id)
     else:
-        collator = padding_collator(tokenizer)
+        collator = padding_collator(tokenizer, spec)
     if reft_model is not None:
         collator = reft.collator(collator)
     trainer = SFTTrainer(
