@@ -14,7 +14,7 @@ from core.data import datasets as _datasets
 from core.models import loading
 from core.train import runs as _runs
 
-MODEL_KINDS = ("base", "trained", "merged", "quantized", "adapter")
+MODEL_KINDS = ("base", "trained", "merged", "quantized", "static", "adapter")
 
 
 def datasets() -> list[dict]:
@@ -52,6 +52,8 @@ def model_entry(d: Path) -> dict | None:
         kind = "adapter"
     elif (d / workspace.QUANT_MARKER).is_file():
         kind = "quantized"
+    elif info.get("kind") == "static":  # a Paddle Inference export (core.models.export)
+        kind = "static"
     elif info.get("merged_from"):
         kind = "merged"
     elif in_run:
@@ -61,7 +63,7 @@ def model_entry(d: Path) -> dict | None:
     name = d.parent.name if in_run else d.name
     rel = str(d.relative_to(home)) if d.is_relative_to(home) else str(d)
     return {"name": name, "path": str(d), "kind": kind, "adapter": adapter, "label": f"{rel} ({adapter or kind})",
-            "base": info.get("base") or (info.get("merged_from") or {}).get("base"),
+            "base": info.get("base") or (info.get("merged_from") or {}).get("base") or info.get("exported_from"),
             "run": d.parent.name if in_run else None}
 
 

@@ -574,6 +574,20 @@ def cmd_merge(a) -> int:
     return 0
 
 
+def cmd_export(a) -> int:
+    from core.models import export
+
+    export.check(a.model, a.out, a.dtype)  # every refusal before paddle is imported
+    log = (lambda m: sys.stderr.write(m + "\n")) if a.json else print
+    res = export.export(a.model, a.out, a.dtype, log=log)
+    if a.json:
+        _print_json(res)
+    else:
+        print(f"exported to {res['out']} ({', '.join(res['graph'])}); check {res['check']['matched']}/"
+              f"{res['check']['prompts']} prompts token for token against dygraph; {res['seconds']} s")
+    return 0
+
+
 def cmd_eval(a) -> int:
     from core.models import evaluate
 
@@ -874,6 +888,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("quantize", help="quantize a merged model with a preset (presets/quant); see quantize --help",
                    add_help=False)
 
+    x = sub.add_parser("export", help="export a base, trained or merged model to a static Paddle Inference folder "
+                                      "(chat, eval and serve take it like any model)")
+    x.add_argument("--model", required=True, help="a base, imported, trained or merged model folder (not an adapter)")
+    x.add_argument("--out", required=True, help="the static folder to write (must not exist)")
+    x.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"),
+                   help="weights and compute dtype of the graph (CPU: float32)")
+    x.add_argument("--json", action="store_true")
+    x.set_defaults(func=cmd_export)
+
     e = sub.add_parser("eval", help="eval loss, perplexity, token accuracy, exact match, BLEU-4, ROUGE-L on dev")
     e.add_argument("--model", help="model folder (default with --adapter: its recorded base)")
     e.add_argument("--adapter")
@@ -950,7 +973,7 @@ def _writes_to(a) -> list:
     """The folders a verb will write in (None: the workspace), checked before it loads anything:
     a read-only workspace is one line and exit 2 at once, not a traceback after a model load."""
     func = getattr(a, "func", None)
-    if func is cmd_merge:
+    if func in (cmd_merge, cmd_export):
         return [a.out]
     if func is cmd_serve:
         return [Path(a.ready_file).parent] if a.ready_file else []

@@ -39,7 +39,7 @@ from core import workspace
 ROOT = Path(__file__).resolve().parents[1]
 ACTIVE = ("queued", "running")
 FINAL = ("succeeded", "failed", "stopped")
-KINDS = ("data", "merge", "quantize", "eval", "serve", "demo", "import")
+KINDS = ("data", "merge", "quantize", "eval", "serve", "demo", "import", "export")
 STOP_GRACE = 6.0
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 

@@ -775,6 +775,7 @@ TEXT.update({
     "jobs.kind_merge": {"en": "merge", "zh": "合并"},
     "jobs.kind_quantize": {"en": "quantize", "zh": "量化"},
     "jobs.kind_eval": {"en": "evaluate", "zh": "评估"},
+    "jobs.kind_export": {"en": "export", "zh": "导出"},
     "jobs.kind_serve": {"en": "chat worker", "zh": "对话服务"},
     "jobs.kind_demo": {"en": "demo build", "zh": "构建示例"},
     "jobs.kind_import": {"en": "model import", "zh": "导入模型"},
@@ -906,4 +907,63 @@ TEXT.update({
         "en": "Preset {preset} needs calibration data: {need}. None was given or found: {why}. Pick a dataset under "
               "Calibration data.",
         "zh": "预设 {preset} 需要校准数据：{need_zh}。未指定也未找到：{why}。请在“校准数据”中选择一个数据集。"},
+})
+
+# the Export tab (core.models.export) and its refusals
+_MERGE_FIRST = ("{path} is an unmerged {kind} adapter: merge it first (Merge tab), then export the merged model.",
+                "{path} 是未合并的 {kind} 适配器：请先合并（“合并”页），再导出合并后的模型。")
+TEXT.update({
+    "export.tab": {"en": "Export", "zh": "导出"},
+    "export.about": {
+        "en": "A base, trained or merged model becomes a static graph run by Paddle Inference (what PaddleNLP's "
+              "export_model.py and predictor.py --mode static do): the generation loop traced once, greedy and "
+              "sampling from the same graph. Chat, evaluation and the API take the folder like any model. The job "
+              "checks the exported graph against the model before it publishes the folder.",
+        "zh": "把基座、训练或合并后的模型导出为静态图，由 Paddle Inference 运行（相当于 PaddleNLP 的 export_model.py 与 "
+              "predictor.py --mode static）：生成循环只追踪一次，贪心解码和采样共用同一张图。对话、评估和 API "
+              "可像普通模型一样使用导出的目录。任务会先把导出的图与原模型逐 token 对比，一致后才发布目录。"},
+    "export.model": {"en": "Model to export", "zh": "要导出的模型"},
+    "export.name": {"en": "Output model name", "zh": "输出模型名称"},
+    "export.run": {"en": "Export", "zh": "导出"},
+    "export.open_chat": {"en": "Open in Chat", "zh": "在对话页打开"},
+    "export.pick_first": {"en": "Pick a model first.", "zh": "请先选择模型。"},
+    "export.running": {"en": "Exporting to {out} …", "zh": "正在导出到 {out} …"},
+    "export.done": {
+        "en": "Exported to {out}. The static graph gave the model's own greedy answers on {matched}/{prompts} prompts "
+              "({tokens} tokens each). Took {s} (tracing {trace}).",
+        "zh": "已导出到 {out}。静态图在 {matched}/{prompts} 个提示上给出与原模型相同的贪心回答（各 {tokens} 个 token）。"
+              "用时 {s}（其中追踪 {trace}）。"},
+    "refused.export_adapter_lora": {"en": _MERGE_FIRST[0], "zh": _MERGE_FIRST[1]},
+    "refused.export_adapter_lokr": {"en": _MERGE_FIRST[0], "zh": _MERGE_FIRST[1]},
+    "refused.export_adapter_vera": {"en": _MERGE_FIRST[0], "zh": _MERGE_FIRST[1]},
+    "refused.export_adapter_prefix": {
+        "en": "A prefix-tuning adapter cannot be exported: its trained key/value states go in front of every layer's "
+              "attention, so there are no weights to fold them into, and the exported generation graph has no input "
+              "for them (PaddleNLP exports prefix models only as its GPU fused inference models). Chat, Evaluate and "
+              "the API run it with its base.",
+        "zh": "前缀微调适配器无法导出：它训练得到的键值状态放在每层注意力之前，没有可并入的权重，导出的生成图也没有接收它们的输入"
+              "（PaddleNLP 只把前缀模型导出为 GPU 专用的融合推理模型）。对话、评估和 API 会连同基座一起运行它。"},
+    "refused.export_adapter_reft": {
+        "en": "A ReFT adapter cannot be exported: it edits hidden states while the model runs and changes no weight, and "
+              "the exported graph has no place for that. Chat, Evaluate and the API run it with its base.",
+        "zh": "ReFT 适配器无法导出：它在模型运行时修改隐藏状态，不改动任何权重，导出的图中没有它的位置。对话、评估和 API "
+              "会连同基座一起运行它。"},
+    "refused.export_quantized": {
+        "en": "{path} is quantized ({algorithm}); it is not exported: on CPU paddle runs quantized weights by "
+              "dequantizing them, so the graph would hold float weights again. Export the merged model it came from.",
+        "zh": "{path} 是量化模型（{algorithm}），不导出：CPU 上 paddle 需先反量化才能运行，导出的图又会是浮点权重。"
+              "请导出它所来自的合并模型。"},
+    "refused.export_already_static": {"en": "{path} is already a static export; export the model folder it came from.",
+                                      "zh": "{path} 已经是静态导出；请导出它所来自的模型目录。"},
+    "refused.export_not_a_model": {"en": "{path} holds no model (no config.json).", "zh": "{path} 中没有模型（缺少 config.json）。"},
+    "refused.export_needs_4d_mask": {
+        "en": "{path}: {model_type} models read the prompt both ways (a 4-D mask and two position rows); PaddleNLP's "
+              "exported generation loop takes a 2-D padding mask, so they are not exported. Chat runs them in dygraph.",
+        "zh": "{path}：{model_type} 模型双向读取提示（四维掩码和两行位置编号），而 PaddleNLP 导出的生成循环只接收二维填充掩码，"
+              "因此不导出。对话页以动态图运行它们。"},
+    "refused.export_dtype_needs_gpu": {"en": "dtype {dtype} needs a GPU: paddle's CPU build has no {dtype} matmul. "
+                                             "Export float32 on CPU.",
+                                       "zh": "dtype {dtype} 需要 GPU：paddle 的 CPU 版没有 {dtype} 矩阵乘。CPU 上请导出 float32。"},
+    "refused.export_bad_dtype": {"en": "dtype must be float32, float16 or bfloat16, not {dtype}.",
+                                 "zh": "dtype 必须是 float32、float16 或 bfloat16，而不是 {dtype}。"},
 })

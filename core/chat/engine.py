@@ -539,14 +539,27 @@ class ChatEngine:
         self.model_dir = str(model_dir) if model_dir else None
         self.adapter_dir = str(adapter_dir) if adapter_dir else None
         self.kind = (loading.adapter_kind(adapter_dir) if adapter_dir else None) or "model"
-        self.model, self.tokenizer, self.template = loaded or loading.load(model_dir, adapter_dir)
-        from core.models.evaluate import padded_positions_matter
+        from core.models.static import is_static
 
-        self.own_positions = padded_positions_matter(self.model)
+        self.static = None  # a static export runs in Paddle Inference (core.models.static)
+        if model_dir and not loaded and is_static(model_dir):
+            if adapter_dir:
+                raise ValueError(f"{model_dir} is a static export: it takes no adapter (export the merged model instead)")
+            from core.models.static import StaticEngine
+
+            self.static = StaticEngine(model_dir)
+            self.kind = "static"
+            self.model, self.tokenizer, self.template = None, self.static.tokenizer, self.static.template
+            self.own_positions = False
+        else:
+            self.model, self.tokenizer, self.template = loaded or loading.load(model_dir, adapter_dir)
+            from core.models.evaluate import padded_positions_matter
+
+            self.own_positions = padded_positions_matter(self.model)
         self.name = name or Path(self.adapter_dir or self.model_dir or "model").name
         cfg = getattr(self.model, "config", None) or getattr(getattr(self.model, "model", None), "config", None)
-        self.max_position = int(getattr(cfg, "max_position_embeddings", 0) or 2048)
-        self.vocab_size = int(getattr(cfg, "vocab_size", 0) or len(self.tokenizer))
+        self.max_position = self.static.max_length if self.static else int(getattr(cfg, "max_position_embeddings", 0) or 2048)
+        self.vocab_size = self.static.vocab_size if self.static else int(getattr(cfg, "vocab_size", 0) or len(self.tokenizer))
         self.eos_id = self.tokenizer.eos_token_id
         self.max_token_chars = max_token_chars(self.tokenizer)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_id
@@ -657,6 +670,8 @@ class ChatEngine:
     # -- generation
     def _generate_ids(self, prompts: list[list[int]], p: GenParams, max_new: int, streamer=None, cancel=None):
         """model.generate on left-padded prompts; the caller holds the lock."""
+        if self.static is not None:
+            return self._static_ids(prompts, p, max_new, streamer)
         import numpy as np
         import paddle
         from paddlenlp.generation import GenerationConfig
@@ -689,6 +704,21 @@ class ChatEngine:
                                       use_cache=True)
         gen = res[0] if isinstance(res, (tuple, list)) else res
         return gen.numpy().tolist()
+
+    def _static_ids(self, prompts: list[list[int]], p: GenParams, max_new: int, streamer=None) -> list[list[int]]:
+        """The static graph's answers: one run gives the whole answer (no token-by-token stream and no
+        stop between tokens; a streamer gets the tokens at the end, then the EOS where the graph ended)."""
+        import numpy as np
+
+        rows = self.static.generate(prompts, max_new, greedy=p.greedy, temperature=float(p.temperature or 1.0),
+                                    top_k=int(p.top_k), top_p=float(p.top_p), seed=p.seed,
+                                    repetition_penalty=float(p.repetition_penalty),
+                                    min_new_tokens=max_new if p.ignore_eos else 0)
+        if streamer is not None:
+            for t in rows[0] + ([self.eos_id] if len(rows[0]) < max_new else []):
+                streamer.put(np.array([t]))
+            streamer.end()
+        return [r + ([self.eos_id] if len(r) < max_new else []) for r in rows]
 
     def start(self, messages, params: GenParams | dict | None = None, gen_id: str | None = None, **kw) -> Generation:
         """Check the request and start generating; returns the Generation (iterate it for deltas)."""

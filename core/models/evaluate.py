@@ -192,17 +192,33 @@ def evaluate(model_dir=None, adapter_dir=None, data=None, limit: int | None = No
         records = records[:limit]
     if not records:
         raise ValueError(f"{data}: no records to evaluate")
-    model, tok, tpl = loaded or loading.load(model_dir, adapter_dir)
+    from core.models.static import is_static
+
+    static = None
+    if not loaded and is_static(model_dir):  # Paddle Inference: answers only, the graph gives no logits
+        if adapter_dir:
+            raise ValueError(f"{model_dir} is a static export: it takes no adapter")
+        from core.models.static import StaticEngine
+
+        static = StaticEngine(model_dir)
+        model, tok, tpl = None, static.tokenizer, static.template
+    else:
+        model, tok, tpl = loaded or loading.load(model_dir, adapter_dir)
     res = {"model": str(model_dir) if model_dir else None, "adapter": str(adapter_dir) if adapter_dir else None,
            "data": str(path), "records": len(records)}
-    res.update(loss_and_accuracy(model, tok, tpl, records, src_length, max_length))
+    if static is not None:
+        res["note"] = ("a static export runs only its generation loop: loss, perplexity and token accuracy need "
+                       "the model's logits (evaluate the model it was exported from for those)")
+    else:
+        res.update(loss_and_accuracy(model, tok, tpl, records, src_length, max_length))
     if with_generation and fmt != "text":  # raw text has no questions to answer
         convs, refs = [], []
         for r in records:
             msgs = templates.messages_of(r)
             convs.append(msgs[:-1])
             refs.append(msgs[-1]["content"])
-        hyps = generate(model, tok, tpl, convs, max_new_tokens, src_length=src_length)
+        hyps = (static.answers(convs, max_new_tokens, src_length=src_length) if static is not None
+                else generate(model, tok, tpl, convs, max_new_tokens, src_length=src_length))
         res["exact_match"] = sum(h.strip() == r.strip() for h, r in zip(hyps, refs)) / len(refs)
         res["bleu4"] = bleu4(hyps, refs)
         res["rouge_l"] = rouge_l(hyps, refs)

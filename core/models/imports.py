@@ -367,6 +367,8 @@ def _origin(meta: dict) -> str:
     if meta.get("imported_from"):
         how = "linked" if meta.get("linked") else "converted from PyTorch" if meta.get("converted") else "copied"
         return f"imported ({how}) from {meta['imported_from']}"
+    if meta.get("kind") == "static" and meta.get("exported_from"):
+        return f"static export (Paddle Inference) of {meta['exported_from']}"
     if meta.get("random_init"):
         return "tiny, random weights (demo init --family)"
     if meta.get("pretrain"):
