@@ -439,6 +439,29 @@ def cmd_runs(a) -> int:
         return 0 if res["state"] in ("verified", "none") else 1
     if a.runs_verb in ("doctor", "nodes", "node-log"):
         return _runs_cluster(a)
+    if a.runs_verb == "control":
+        from core.train import control
+
+        if a.action == "history":
+            items = control.history(runs.run_dir(a.run))
+            if a.json:
+                _print_json({"run_id": a.run, "control": items})
+            for r in ([] if a.json else items):
+                what = r["action"] + (f"={r['value']:g}" if "value" in r else "")
+                where = (f"step {r['applied_step']}: {r.get('effect', '')}" if "applied_step" in r
+                         else f"accepted for step {r['at_step']}" if "at_step" in r else "waiting for the next step")
+                print(f"{what:18} {where}")
+            return 0
+        try:
+            req = runs.control_run(a.run, a.action)
+        except control.ControlError as e:
+            return _fail(str(e))
+        if a.json:
+            _print_json({"run_id": a.run, "request": req})
+        else:
+            print(f"{a.run}: {a.action} requested; it takes effect at the next step boundary "
+                  f"(paddle-studio runs control {a.run} history)")
+        return 0
     if a.runs_verb == "stop":
         st = runs.stop(a.run)
     elif a.runs_verb == "resume":
@@ -821,16 +844,20 @@ def build_parser() -> argparse.ArgumentParser:
     t.set_defaults(func=cmd_train)
 
     r = sub.add_parser("runs", help="runs in the workspace").add_subparsers(dest="runs_verb", required=True)
-    for verb in ("list", "show", "stop", "resume", "continue", "verify", "doctor", "nodes", "node-log"):
+    for verb in ("list", "show", "stop", "resume", "continue", "verify", "doctor", "nodes", "node-log", "control"):
         q = r.add_parser(verb, help={"verify": "reload what the run saved in a fresh process and compare its dev "
                                                "loss with training's (also run after every run)",
                                      "doctor": "why is it stuck? where every rank on every machine is now (its stacks)",
                                      "nodes": "a multi-node run: each machine's state, step, last log line, memory",
-                                     "node-log": "a node's own training log, fetched over SSH"}.get(verb))
+                                     "node-log": "a node's own training log, fetched over SSH",
+                                     "control": "steer a running run at its next step: save (a checkpoint now), "
+                                                "eval, stop-after-eval, stop-and-save, lr=X; history"}.get(verb))
         if verb != "list":
             q.add_argument("run")
         if verb == "node-log":
             q.add_argument("node", help="a node name of the run, or head")
+        if verb == "control":
+            q.add_argument("action", help="save | eval | stop-after-eval | stop-and-save | lr=X | history")
         if verb in ("resume", "continue"):
             q.add_argument("--follow", action="store_true", help="print metrics until it ends")
         if verb == "resume":

@@ -967,3 +967,34 @@ TEXT.update({
     "refused.export_bad_dtype": {"en": "dtype must be float32, float16 or bfloat16, not {dtype}.",
                                  "zh": "dtype 必须是 float32、float16 或 bfloat16，而不是 {dtype}。"},
 })
+
+# steering a running run (Runs tab; core.train.control)
+TEXT.update({
+    "runs.ctl_save": {"en": "Save checkpoint now", "zh": "立即保存检查点"},
+    "runs.ctl_eval": {"en": "Evaluate now", "zh": "立即评估"},
+    "runs.ctl_stop_after_eval": {"en": "Stop after next evaluation", "zh": "下次评估后停止"},
+    "runs.ctl_stop_and_save": {"en": "Stop and save", "zh": "停止并保存"},
+    "runs.ctl_lr": {"en": "New learning rate", "zh": "新学习率"},
+    "runs.ctl_lr_set": {"en": "Set learning rate", "zh": "设置学习率"},
+    "runs.ctl_sent": {"en": "Requested **{what}**: every process acts on it at the same step boundary, within 2 steps.",
+                      "zh": "已请求 **{what}**：所有进程将在同一步结束时执行（2 步之内）。"},
+    "runs.ctl_applied": {"en": "{what}: at step {step} — {effect}", "zh": "{what}：第 {step} 步 — {effect}"},
+    "runs.ctl_accepted": {"en": "{what}: accepted for step {step}", "zh": "{what}：已受理，将在第 {step} 步执行"},
+    "runs.ctl_waiting": {"en": "{what}: waiting for the next step", "zh": "{what}：等待下一步"},
+    "runs.ctl_not_running": {"en": "the run is {state}: only a running run takes {action}",
+                             "zh": "该运行当前{state}：只有运行中的训练才能执行 {action}"},
+    "runs.ctl_bad_lr": {"en": "learning rate {value!r}: expected a number above 0 and below 10",
+                        "zh": "学习率 {value!r}：应为大于 0、小于 10 的数"},
+    "runs.ctl_unknown_action": {"en": "{action!r}: expected save, eval, stop-after-eval, stop-and-save or lr=X",
+                                "zh": "{action!r}：应为 save、eval、stop-after-eval、stop-and-save 或 lr=X"},
+})
+
+# the Chat tab's plain failures (never a Python error in the answer bubble)
+TEXT.update({
+    "chat.worker_unreachable": {"en": "The chat worker does not answer. Load the model again (the Jobs tab has its log).",
+                                "zh": "对话服务没有响应。请重新加载模型（任务页有它的日志）。"},
+    "chat.connection_lost": {"en": "The chat worker stopped answering mid-way. Load the model again (the Jobs tab has its log).",
+                             "zh": "对话服务在回答中途停止了响应。请重新加载模型（任务页有它的日志）。"},
+    "chat.answer_failed": {"en": "The answer failed. The Jobs tab has the chat worker's log.",
+                           "zh": "回答失败。任务页有对话服务的日志。"},
+})

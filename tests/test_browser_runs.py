@@ -93,6 +93,13 @@ def pick(page, elem_id: str, value: str) -> None:
     page.get_by_role("option", name=value, exact=True).click()
 
 
+def runs_last(d) -> str:
+    from core.train import runs
+
+    ck = runs.last_checkpoint(d)
+    return ck.name if ck else ""
+
+
 def run_processes(run_dir) -> list:
     out = []
     for p in psutil.process_iter(["cmdline"]):
@@ -209,10 +216,21 @@ def test_studio_restart_reattaches_then_stop_and_compare(home, tmp_path):
             meta = json.loads((d / "studio.json").read_text())
             assert meta["parallel"]["nproc"] == 2 and meta["history"][-1]["nproc"] == {"from": 1, "to": 2}
             wait_until(lambda: len([p for p in run_processes(d) if "entry.py" in " ".join(p.cmdline())]) >= 3, 90)  # launcher + 2 ranks
-            page.locator("#run-stop").click()
-            wait_until(lambda: not run_processes(d), 20, 0.1)
-            wait_text(page.locator("#run-status"), "stopped", 20)
+            # steer it from the page: a checkpoint now, then stop and save; both ranks act on the same step
+            from core.train import control
+
+            page.locator("#run-ctl-save").click()
+            wait_text(page.locator("#run-action-msg"), "Requested save", 20)
+            saved = wait_until(lambda: next((h for h in control.history(d) if h["action"] == "save" and "applied_step" in h),
+                                            None), 120)
+            wait_until(lambda: (d / "output" / f"checkpoint-{saved['applied_step']}" / "studio_checkpoint.json").is_file(), 60)
+            page.locator("#run-ctl-stop-and-save").click()
+            wait_until(lambda: not run_processes(d), 120, 0.2)
+            wait_text(page.locator("#run-status"), "stopped", 30)
+            at = next(h for h in control.history(d) if h["action"] == "stop-and-save")["applied_step"]
+            assert runs_last(d) == f"checkpoint-{at}"
             browser.close()
-        assert json.loads((d / "status.json").read_text())["state"] == "stopped"
+        st = json.loads((d / "status.json").read_text())
+        assert st["state"] == "stopped" and "saved at step" in st["reason"], st
     finally:
         s.close()

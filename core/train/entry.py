@@ -22,7 +22,7 @@ if __package__ in (None, ""):  # run as a script by paddle.distributed.launch
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 
 from core.data import templates  # noqa: E402
-from core.train import checkpoints  # noqa: E402
+from core.train import checkpoints, control  # noqa: E402
 from core.train.config import config_value, model_family  # noqa: E402
 
 from core.workspace import MODEL_MARKER as FINISHED_MARK  # noqa: E402
@@ -765,7 +765,8 @@ def main(argv: list[str]) -> int:
         data_collator=fail_fast(collator),
         compute_metrics=token_accuracy if eval_ds is not None else None,
         preprocess_logits_for_metrics=argmax_logits if eval_ds is not None else None,
-        callbacks=[make_callback(run_dir / "metrics.jsonl", tokens_per_step, save_reference)],
+        callbacks=[make_callback(run_dir / "metrics.jsonl", tokens_per_step, save_reference),
+                   control.make_callback(run_dir, world)],  # save / eval / lr / stop requests (runs control)
         data_args=data_args,
     )
     if reft_model is not None:  # its interventions are not sublayers: name what the optimizer trains

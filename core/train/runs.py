@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 
 from core import jobs, system, workspace
-from core.train import checkpoints, upstream, warm
+from core.train import checkpoints, control, upstream, warm
 from core.train.config import RunConfig, cpu_cores
 
 TRAIN_PY = Path(__file__).resolve().parent / "entry.py"
@@ -374,6 +374,7 @@ def supervise(d: Path, resume: bool, proc: subprocess.Popen | None = None, nodes
     the launcher here, asked each tick whether one failed, stopped with the run, and their word
     goes into the run's reason."""
     meta = read_json(d / "studio.json")
+    launched = time.time()  # a stop-and-save of an earlier launch (before a resume) does not end this one
     if nodes is not None:
         nodes.start(resume)
         if (d / "stop.request").exists():  # stopped while the nodes were being started (a checkpoint copy)
@@ -423,6 +424,8 @@ def supervise(d: Path, resume: bool, proc: subprocess.Popen | None = None, nodes
             reason += "; " + nodes.stacks_summary()
     elif (d / "stop.request").exists():
         state, reason = "stopped", "stopped by the user"
+    elif code == 0 and node_failed is None and (at := control.stopped_at(d, since=launched)) is not None and at < _max_steps(d):
+        state, reason = "stopped", f"stopped and saved at step {at} (Resume continues from checkpoint-{at})"
     elif code == 0 and node_failed is None:
         state, reason = "succeeded", None
     else:
@@ -638,6 +641,24 @@ def continue_run(run_id: str, epochs: float | None = None, steps: int | None = N
     (d / "output" / workspace.MODEL_MARKER).unlink(missing_ok=True)
     _history(d, {"action": "continue", **change})
     return start(run_id, resume=True)
+
+
+def _max_steps(d: Path) -> int:
+    """The run's planned optimizer steps (its last metrics line says; else the config's max_steps)."""
+    recs, _ = read_metrics(d)
+    planned = [r["max_steps"] for r in recs if isinstance(r.get("max_steps"), int)]
+    if planned:
+        return planned[-1]
+    return int((read_json(d / "config.json", {}) or {}).get("max_steps", -1) or -1)
+
+
+def control_run(run_id: str, spec: str) -> dict:
+    """Steer a running run (core.train.control): save, eval, stop-after-eval, stop-and-save or lr=X."""
+    d = run_dir(run_id)
+    req = control.request(d, spec, state=status(d).get("state"))
+    _history(d, {"action": "control", "request": req["action"], **({"value": req["value"]} if "value" in req else {}),
+                 "id": req["id"]})
+    return req
 
 
 def _history(d: Path, item: dict) -> None:

@@ -15,7 +15,7 @@ from html import escape
 
 import gradio as gr
 
-from core.train import cluster, runs
+from core.train import cluster, control, runs
 from studio.app import View, unsent
 from studio.charts import html_table, line_figure, log_html, num
 from studio.locales import t
@@ -298,6 +298,20 @@ OUT_KEYS = ["view", "status", "progress", "caption", "plot", "speed", "log", "co
             "cont", "nodes", "node_pick", "doctor"]
 
 
+def control_history_md(run_id: str, lang: str) -> str:
+    """The run's control requests, newest last: what was asked, at which step it took effect."""
+    rows = []
+    for r in control.history(runs.run_dir(run_id)):
+        what = r["action"] + (f"={r['value']:g}" if "value" in r else "")
+        if "applied_step" in r:
+            rows.append(t("runs.ctl_applied", lang, what=what, step=r["applied_step"], effect=r.get("effect", "")))
+        elif "at_step" in r:
+            rows.append(t("runs.ctl_accepted", lang, what=what, step=r["at_step"]))
+        else:
+            rows.append(t("runs.ctl_waiting", lang, what=what))
+    return "\n".join(f"- {x}" for x in rows)
+
+
 def build_runs_tab(ctx, started):
     """``started`` is the Train tab's gr.State holding the run id it started last."""
     tr = ctx.tr
@@ -325,6 +339,12 @@ def build_runs_tab(ctx, started):
             more = tr(gr.Number(1, label=ctx.text("runs.more"), minimum=0.1, elem_id="run-more"), "runs.more")
             cont_btn = tr(gr.Button(ctx.text("runs.continue"), interactive=False, elem_id="run-continue"),
                           "runs.continue", "value")
+        with gr.Row():  # steer the running run at its next step (core.train.control)
+            ctl_btns = {a: tr(gr.Button(ctx.text(f"runs.ctl_{a.replace('-', '_')}"), size="sm", elem_id=f"run-ctl-{a}"),
+                              f"runs.ctl_{a.replace('-', '_')}", "value")
+                        for a in ("save", "eval", "stop-after-eval", "stop-and-save")}
+            ctl_lr = tr(gr.Number(None, label=ctx.text("runs.ctl_lr"), elem_id="run-ctl-lr-value"), "runs.ctl_lr")
+            ctl_lr_btn = tr(gr.Button(ctx.text("runs.ctl_lr_set"), size="sm", elem_id="run-ctl-lr"), "runs.ctl_lr_set", "value")
         action_msg = gr.Markdown(elem_id="run-action-msg")
         nodes_box = gr.HTML(elem_id="run-nodes")
         with gr.Row():
@@ -407,6 +427,18 @@ def build_runs_tab(ctx, started):
             return t("error.prefix", lg) + str(e)
         return t("runs.action_done", lg, run=run_id, state=t(f"state.{st.get('state')}", lg))
 
+    def steer(spec, run_id, lg):
+        """A control request for the running run; the message lists what was asked and what took effect."""
+        if not run_id:
+            return t("runs.pick_first", lg)
+        try:
+            runs.control_run(run_id, spec)
+        except control.ControlError as e:
+            return t("error.prefix", lg) + t(f"runs.ctl_{e.code}", lg, **e.params)
+        except (ValueError, FileNotFoundError) as e:
+            return t("error.prefix", lg) + str(e)
+        return t("runs.ctl_sent", lg, what=spec) + "\n\n" + control_history_md(run_id, lg)
+
     def probe(run_id, cmp):
         out = []
         for r in (run_id, cmp):
@@ -450,6 +482,10 @@ def build_runs_tab(ctx, started):
     runs_tab.select(lists, inputs=[lang, pick, compare], outputs=[table, list_sig, pick, compare],
                     show_progress="hidden")
     started.change(follow_started, inputs=[started, lang], outputs=[pick, table, list_sig], show_progress="hidden")
+    for a, btn in ctl_btns.items():
+        btn.click(lambda r, lg, a=a: steer(a, r, lg), inputs=[pick, lang], outputs=action_msg)
+    ctl_lr_btn.click(lambda v, r, lg: steer(f"lr={v:g}" if isinstance(v, (int, float)) else "lr=", r, lg),
+                     inputs=[ctl_lr, pick, lang], outputs=action_msg)
     for btn, action in ((stop_btn, "stop"), (resume_btn, "resume"), (cont_btn, "continue")):
         if action == "resume":  # only Resume reads the process count
             btn.click(lambda r, m, lg, n, a=action: act(a, r, m, lg, n), inputs=[pick, more, lang, resume_nproc],

@@ -1,0 +1,82 @@
+"""Steering a running two-rank run (core.train.control, `paddle-studio runs control`): save now
+writes a complete checkpoint within two steps; lr=X shows in the metrics from the next logged step;
+stop-and-save ends the run as "stopped (saved at step N)" with a complete checkpoint at N that
+resume starts from; every request is in the run's control history with the step it took effect."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from core.train import control, runs
+from tests.test_runs import ROOT, processes_of, small_config, wait_for, ws  # noqa: F401 - ws is a fixture
+from tests.test_train_faults import start
+
+pytestmark = pytest.mark.slow
+
+
+def cli(*args, ws):
+    return subprocess.run([sys.executable, "-m", "core.cli", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PADDLE_STUDIO_HOME": str(ws)})
+
+
+def metrics(d):
+    f = d / "metrics.jsonl"
+    return [json.loads(x) for x in f.read_text().splitlines() if x.strip()] if f.is_file() else []
+
+
+def last_step(d):
+    return max([r["step"] for r in metrics(d) if "loss" in r] or [0])
+
+
+def applied(d, req_id):
+    return next((r for r in control.history(d) if r["id"] == req_id and "applied_step" in r), None)
+
+
+def test_save_lr_and_stop_and_save_on_two_ranks(ws, tmp_path, monkeypatch):
+    monkeypatch.setenv("PADDLE_STUDIO_HOME", str(ws))
+    cfg = small_config(ws, tmp_path / "ctl.json", max_steps=400, save_steps=1000, save_strategy="steps",
+                       logging_steps=1, lr_scheduler_type="linear", warmup_steps=0, learning_rate=3e-4)
+    run_id = start(ws, cfg, {}, "--nproc", "2")
+    d = runs.run_dir(run_id)
+    wait_for(lambda: last_step(d) >= 3, 180, 0.2)
+    assert cli("runs", "control", run_id, "lr=abc", ws=ws).returncode == 2  # refused with the reason
+    # save now: a complete checkpoint within 2 steps of the step the request was accepted at
+    r = cli("runs", "control", run_id, "save", "--json", ws=ws)
+    assert r.returncode == 0, r.stderr
+    save = json.loads(r.stdout)["request"]
+    done = wait_for(lambda: applied(d, save["id"]), 60, 0.1)
+    ck = d / "output" / f"checkpoint-{done['applied_step']}"
+    wait_for(lambda: (ck / "studio_checkpoint.json").is_file(), 60, 0.1)
+    acc = next(h for h in control.history(d) if h["id"] == save["id"])
+    assert done["applied_step"] - acc["at_step"] == 0 and acc["at_step"] <= 2 + min(
+        x["step"] for x in metrics(d) if "loss" in x and x.get("time", 0) >= save["time"]), acc
+    # lr=1e-5: the schedule keeps its shape around the new peak from the next step
+    lr = runs.control_run(run_id, "lr=1e-5")
+    at = wait_for(lambda: applied(d, lr["id"]), 60, 0.1)["applied_step"]
+    wait_for(lambda: last_step(d) >= at + 2, 60, 0.1)
+    logged = {x["step"]: x["lr"] for x in metrics(d) if "lr" in x}
+    before, after = logged[at - 1], logged[at + 1]
+    assert before > 1e-4 and after < 1.1e-5, (before, after)  # 3e-4 x (1 - s/400) before, 1e-5 x (...) after
+    # stop and save: the run ends "stopped", with the checkpoint of the step it stopped at
+    stop = runs.control_run(run_id, "stop-and-save")
+    wait_for(lambda: runs.status(run_id)["state"] not in runs.ACTIVE, 120, 0.2)
+    st = runs.status(run_id)
+    n = wait_for(lambda: applied(d, stop["id"]), 10, 0.1)["applied_step"]
+    assert st["state"] == "stopped" and f"stopped and saved at step {n}" in st["reason"], st
+    assert runs.last_checkpoint(d).name == f"checkpoint-{n}" and n < 400
+    wait_for(lambda: not processes_of(d), 20, 0.2)
+    hist = json.loads(cli("runs", "control", run_id, "history", "--json", ws=ws).stdout)["control"]
+    assert [h["action"] for h in hist] == ["save", "lr", "stop-and-save"] and all("applied_step" in h for h in hist)
+    r = cli("runs", "control", run_id, "save", ws=ws)
+    assert r.returncode == 2 and "only a running run" in r.stderr
+    # resume starts at the stop step, and the earlier stop does not end it again
+    runs.resume(run_id)
+    wait_for(lambda: [x for x in metrics(d) if x.get("event") == "train_begin"][-1]["step"] == n
+             and last_step(d) > n + 2, 180, 0.2)
+    assert runs.status(run_id)["state"] == "running"
+    runs.stop(run_id)
+    wait_for(lambda: not processes_of(d), 30, 0.2)
