@@ -809,7 +809,11 @@ class ChatStream:
     """Text deltas of one streamed answer; ``close()`` (or leaving a ``with``) stops the server's generation.
 
     After the loop: ``text``, ``finish_reason``, ``usage`` and ``id``. A ServeError is raised
-    from the first ``next()`` when the server refuses the request.
+    from the first ``next()`` when the server refuses the request, and from any ``next()`` when the
+    worker cannot be reached (code "worker_unreachable") or the connection breaks mid-answer
+    ("connection_lost"). A stream closed from another thread (the Chat tab's Stop) ends the loop
+    quietly with ``finish_reason`` "cancelled": closing the response under a reading thread makes
+    the reader fail inside urllib3 (``'NoneType' object has no attribute 'read'``), which is no error.
     """
 
     def __init__(self, url: str, messages: list[dict], api_key: str | None = None, timeout: float = 600,
@@ -827,11 +831,32 @@ class ChatStream:
         return self
 
     def __next__(self) -> str:
-        if self._closed:
-            raise StopIteration
         if self._it is None:
             self._it = self._deltas()
-        return next(self._it)
+        try:
+            if self._closed:
+                raise StopIteration
+            return next(self._it)
+        except StopIteration:
+            if self._closed and self.finish_reason is None:
+                self.finish_reason = "cancelled"
+            raise
+        except ServeError:
+            raise
+        except Exception as e:
+            if self._closed:  # the reader of a stream closed under it: a cancel, not a failure
+                if self.finish_reason is None:
+                    self.finish_reason = "cancelled"
+                raise StopIteration from None
+            import requests
+
+            if not isinstance(e, requests.RequestException):
+                raise
+            if self._resp is None:
+                raise ServeError(f"could not reach the chat worker at {self.url} ({type(e).__name__})",
+                                 code="worker_unreachable") from e
+            raise ServeError(f"the connection to the chat worker at {self.url} broke mid-answer ({type(e).__name__})",
+                             code="connection_lost") from e
 
     def _deltas(self):
         import requests
@@ -862,6 +887,9 @@ class ChatStream:
                     if d:
                         self.text += d
                         yield d
+            if not self._closed:  # the worker went away without the end of the stream ([DONE])
+                raise ServeError(f"the chat worker at {self.url} ended the answer before its end",
+                                 code="connection_lost")
         finally:
             self._resp.close()
 

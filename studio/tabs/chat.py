@@ -5,7 +5,9 @@ models, run outputs and adapters); Unload stops it. Workers are jobs (core.chat.
 reload and the Jobs tab see the same ones; a worker ends by itself once the studio that loaded it
 is gone, or after 30 min without a request. Answers
 stream token by token over HTTP; Stop closes the stream, which makes the worker stop
-generating. Compare sends one prompt to two models side by side.
+generating, and the answer ends there with the "Stopped." note (Stop cancels no event: a cancelled
+event never sent its last update, so the note and the last words were lost). Compare sends one
+prompt to two models side by side. A stream that fails shows a plain message, never Python's.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ from __future__ import annotations
 import json
 import queue
 import shlex
+import sys
 import threading
 import time
+import traceback
 
 import gradio as gr
 
@@ -27,7 +31,12 @@ from studio.locales import TEXT, t
 UPDATE_S = 0.1  # the most often a streaming answer is sent to the page
 
 _lock = threading.Lock()
-_streams: dict[str, list] = {}  # browser session -> streams being read (Stop closes them)
+_turns: dict[str, list[Turn]] = {}  # browser session -> the answers it streams (Stop closes their streams)
+
+# A stream's failure as the answer shows it (a locale key). The worker's own message is shown only
+# for a request it refused (4xx, written for clients).
+FAILURES = {"worker_unreachable": "chat.worker_unreachable", "connection_lost": "chat.connection_lost",
+            "failed": "chat.answer_failed"}
 
 
 # ---------------------------------------------------------------- models and workers
@@ -90,31 +99,57 @@ def api_snippet(w: serve.Worker | None, messages: list[dict], params: dict) -> s
     )
 
 
+class Turn:
+    """One answer of a browser session: its streams, and whether Stop was clicked."""
+
+    def __init__(self):
+        self.streams: list = []
+        self.stopped = False
+
+
+def failure_text(e: Exception, lang: str) -> str:
+    """What the answer says when its stream failed (Python's own text goes to the studio's log)."""
+    if isinstance(e, serve.ServeError) and e.status is not None and 400 <= e.status < 500:
+        return e.message  # a request the worker refused: its message is written for clients
+    code = e.code if isinstance(e, serve.ServeError) and e.code in FAILURES else "failed"
+    if code == "failed":  # not foreseen: the details are for the studio's log
+        sys.stderr.write("paddle-studio: a chat answer failed:\n"
+                         + "".join(traceback.format_exception(type(e), e, e.__traceback__)))
+    return t(FAILURES[code], lang)
+
+
 def _read(stream, side: int, q: queue.Queue) -> None:
     try:
         for delta in stream:
             q.put((side, "delta", delta))
         q.put((side, "done", stream.finish_reason))
-    except Exception as e:  # noqa: BLE001 - shown in the chat, never raised into the UI
-        q.put((side, "error", str(e)))
+    except Exception as e:  # noqa: BLE001 - shown in the chat as a plain message, never raised into the UI
+        q.put((side, "error", e))
 
 
-def stream_both(session: str, histories: list[list[dict]], workers: list, system: str, params: dict, lang: str):
-    """Yield (history A, history B, status) while both answers stream; the last user turn is already in."""
+def stream_both(session: str, histories: list[list[dict]], workers: list, system: str, params: dict, lang: str,
+                turn: Turn | None = None):
+    """Yield (history A, history B, status) while both answers stream; the last user turn is already in.
+    ``turn``: the session's answer (begin() made it), so a Stop clicked meanwhile reaches it."""
+    turn = turn or begin(session)
     q: queue.Queue = queue.Queue()
-    streams, live = [], 0
-    for side, (hist, w) in enumerate(zip(histories, workers)):
-        if w is None:
-            continue
-        hist.append({"role": "assistant", "content": ""})
-        s = serve.stream_chat(w.url, request_messages(hist[:-1], system), **params)
-        streams.append(s)
-        threading.Thread(target=_read, args=(s, side, q), daemon=True).start()
-        live += 1
-    with _lock:
-        _streams[session] = streams
+    live = 0
     notes = []
     try:
+        for side, (hist, w) in enumerate(zip(histories, workers)):
+            if w is None:
+                continue
+            hist.append({"role": "assistant", "content": ""})
+            s = serve.stream_chat(w.url, request_messages(hist[:-1], system), **params)
+            with _lock:
+                stopped = turn.stopped
+                if not stopped:
+                    turn.streams.append(s)
+            if stopped:  # Stop came before the request went out
+                q.put((side, "done", "cancelled"))
+            else:
+                threading.Thread(target=_read, args=(s, side, q), daemon=True).start()
+            live += 1
         yield histories[0], histories[1], ""
         # Deltas are gathered and sent at most every UPDATE_S: a page re-rendering the chat for every
         # token keeps the browser's main thread so busy that a click on Stop waits for the stream to end.
@@ -135,7 +170,7 @@ def stream_both(session: str, histories: list[list[dict]], workers: list, system
             else:
                 live -= 1
                 if what == "error":
-                    histories[side][-1]["content"] += f"\n\n[{t('error.prefix', lang)}{val}]"
+                    histories[side][-1]["content"] += f"\n\n[{t('error.prefix', lang)}{failure_text(val, lang)}]"
                 elif val == "cancelled":
                     notes.append(t("chat.stopped", lang))
                 elif val == "length":
@@ -143,15 +178,37 @@ def stream_both(session: str, histories: list[list[dict]], workers: list, system
             last, pending = time.monotonic(), False
             yield histories[0], histories[1], " ".join(dict.fromkeys(notes))
     finally:
-        for s in streams:
-            s.close()
-        with _lock:
-            _streams.pop(session, None)
+        end(session, turn)
+
+
+def begin(session: str) -> Turn:
+    """Register a new answer of the session (a Stop from now on reaches it)."""
+    turn = Turn()
+    with _lock:
+        _turns.setdefault(session, []).append(turn)
+    return turn
+
+
+def end(session: str, turn: Turn) -> None:
+    with _lock:
+        turn.stopped = True  # a stream started after this would never be read
+        streams = list(turn.streams)
+        left = [x for x in _turns.get(session, []) if x is not turn]
+        if left:
+            _turns[session] = left
+        else:
+            _turns.pop(session, None)
+    for s in streams:
+        s.close()
 
 
 def stop_session(session: str) -> int:
+    """Stop the session's answers: each stream ends as "cancelled" (the worker stops generating)."""
     with _lock:
-        streams = list(_streams.get(session, []))
+        streams = []
+        for turn in _turns.get(session, []):
+            turn.stopped = True
+            streams += turn.streams
     for s in streams:
         s.close()
     return len(streams)
@@ -243,8 +300,10 @@ def build_chat_tab(ctx):
         if not text:
             yield ha, hb, t("chat.empty", lg), gr.skip(), gr.skip()
             return
+        turn = begin(request.session_hash)  # before the worker lookup: a Stop from now on ends this answer
         wa, wb = worker_for(a), worker_for(b) if b else None
         if wa is None:
+            end(request.session_hash, turn)
             yield ha, hb, t("chat.load_first", lg), gr.skip(), gr.skip()
             return
         params = gen_params(temp, tp, tk, rp, mt, sd, ie)
@@ -252,7 +311,7 @@ def build_chat_tab(ctx):
         if wb is not None:
             hb.append({"role": "user", "content": text})
         snippet = api_snippet(wa, request_messages(ha, sys_), params)
-        for xa, xb, n in stream_both(request.session_hash, [ha, hb], [wa, wb], sys_, params, lg):
+        for xa, xb, n in stream_both(request.session_hash, [ha, hb], [wa, wb], sys_, params, lg, turn):
             yield xa, xb, n, "", snippet
 
     def regen_fn(ha, hb, a, b, sys_, temp, tp, tk, rp, mt, sd, ie, lg, request: gr.Request):
@@ -269,13 +328,15 @@ def build_chat_tab(ctx):
         stop_session(request.session_hash)
 
     outs = [chat_a, chat_b, note, msg, api]
-    ev_send = send.click(send_fn, inputs=[msg, chat_a, chat_b, model_a, model_b, *settings, lang], outputs=outs,
-                         show_progress="hidden")
-    ev_submit = msg.submit(send_fn, inputs=[msg, chat_a, chat_b, model_a, model_b, *settings, lang], outputs=outs,
-                           show_progress="hidden")
-    ev_regen = regen.click(regen_fn, inputs=[chat_a, chat_b, model_a, model_b, *settings, lang], outputs=outs,
-                           show_progress="hidden")
-    stop.click(stop_fn, cancels=[ev_send, ev_submit, ev_regen])
+    # Stop closes the answer's streams and the answer ends by itself, with its last words and the
+    # "Stopped." note (cancelling the event instead dropped both, and raced the reader's end). So
+    # that Stop reaches every answer, none waits in the page's queue (concurrency_limit=None): a
+    # worker queues the requests it gets itself, and drops a queued one whose stream is closed.
+    ev = dict(outputs=outs, show_progress="hidden", concurrency_limit=None)
+    send.click(send_fn, inputs=[msg, chat_a, chat_b, model_a, model_b, *settings, lang], **ev)
+    msg.submit(send_fn, inputs=[msg, chat_a, chat_b, model_a, model_b, *settings, lang], **ev)
+    regen.click(regen_fn, inputs=[chat_a, chat_b, model_a, model_b, *settings, lang], **ev)
+    stop.click(stop_fn, show_progress="hidden", concurrency_limit=None)
     clear.click(lambda: ([], [], ""), outputs=[chat_a, chat_b, note])
     load_btn.click(do_load, inputs=[model_a, model_b, lang], outputs=status)
     unload_btn.click(do_unload, inputs=[model_a, model_b, lang], outputs=status)

@@ -124,16 +124,19 @@ def build_jobs_tab(ctx):
         st = catalog.stop(item)
         return t("runs.action_done", lg, run=item, state=t(f"state.{st.get('state')}", lg))
 
-    def build_demo(lg):
+    def build_demo(lg, last):
+        """Start the demo build and show it: the picker gets the new job with choices that hold it (a
+        bare job id sent to the picker is refused by Gradio as "not in the list of choices", and
+        every later event of the tab, its refresh too, then failed on that value until a reload)."""
         try:
             job_id = demo.submit()
         except jobs.Refused as e:
-            return t("error.prefix", lg) + refusal(e, lg), gr.skip()
+            return [t("error.prefix", lg) + refusal(e, lg), *[gr.skip()] * len(outs)]
         except ValueError as e:  # already being built
-            return t("error.prefix", lg) + str(e), gr.skip()
-        return t("jobs.demo_started", lg, id=job_id), job_id
+            return [t("error.prefix", lg) + str(e), *[gr.skip()] * len(outs)]
+        return [t("jobs.demo_started", lg, id=job_id), *view_updates(job_id, lg, last)]
 
-    demo_btn.click(build_demo, inputs=lang, outputs=[msg, pick]).then(view_updates, inputs=[pick, lang], outputs=outs)
+    demo_btn.click(build_demo, inputs=[lang, sent], outputs=[msg, *outs])
     ctx.watch(TICK, _signature, [pick], view_updates, [pick, lang, sent], outs, parts=watch)
     tab.select(view_updates, inputs=[pick, lang], outputs=outs, show_progress="hidden")
     pick.input(view_updates, inputs=[pick, lang], outputs=outs, show_progress="hidden")
