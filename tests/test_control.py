@@ -80,3 +80,27 @@ def test_save_lr_and_stop_and_save_on_two_ranks(ws, tmp_path, monkeypatch):
     assert runs.status(run_id)["state"] == "running"
     runs.stop(run_id)
     wait_for(lambda: not processes_of(d), 30, 0.2)
+
+
+def test_more_epochs_on_a_run_bounded_by_max_steps_adds_an_epochs_worth_of_steps(workspace_home, monkeypatch):
+    """Continue with "more epochs: 1" on a run whose max_steps bounds it adds the steps one epoch
+    takes (what training counted: 4 here), not max_steps / num_train_epochs (150 before)."""
+    from core import workspace
+    from core.train import checkpoints
+
+    d = workspace.runs_dir() / "r1"
+    (d / "output" / "checkpoint-8").mkdir(parents=True)
+    (d / "studio.json").write_text(json.dumps({"history": []}))
+    (d / "status.json").write_text(json.dumps({"state": "succeeded"}))
+    (d / "config.json").write_text(json.dumps({"max_steps": 150, "num_train_epochs": 1}))
+    (d / "metrics.jsonl").write_text("\n".join(json.dumps({"step": s, "epoch": s / 4, "loss": 1.0}) for s in range(1, 9)) + "\n")
+    (d / "output" / "checkpoint-8" / "model_state.pdparams").write_bytes(b"x" * 16)
+    checkpoints.mark_complete(d / "output" / "checkpoint-8", 8)
+    started = []
+    monkeypatch.setattr(runs, "start", lambda run_id, resume=False: started.append((run_id, resume)) or {"state": "queued"})
+    runs.continue_run("r1", epochs=1)
+    assert json.loads((d / "config.json").read_text())["max_steps"] == 154 and started == [("r1", True)]
+    runs.continue_run("r1", epochs=2.5)
+    assert json.loads((d / "config.json").read_text())["max_steps"] == 164
+    runs.continue_run("r1", steps=6)
+    assert json.loads((d / "config.json").read_text())["max_steps"] == 170

@@ -631,7 +631,13 @@ def continue_run(run_id: str, epochs: float | None = None, steps: int | None = N
         raise ValueError(f"run {run_id} has no checkpoint to continue from")
     flat = read_json(d / "config.json")
     if flat.get("max_steps", -1) and flat.get("max_steps", -1) > 0:
-        add = int(steps or 0) or int(round((epochs or 1) * flat["max_steps"] / max(flat.get("num_train_epochs", 1), 1)))
+        add = int(steps or 0)
+        if not add:  # epochs of a run bounded by max_steps: an epoch is as many steps as training counted
+            per_epoch = steps_per_epoch(d)
+            if per_epoch is None:
+                raise ValueError(f"run {run_id} counts steps (max_steps {flat['max_steps']}) and its metrics do not say "
+                                 "how many steps an epoch is: give more steps instead of epochs")
+            add = max(1, int(round((epochs or 1) * per_epoch)))
         flat["max_steps"] += add
         change = {"max_steps": flat["max_steps"]}
     else:
@@ -641,6 +647,18 @@ def continue_run(run_id: str, epochs: float | None = None, steps: int | None = N
     (d / "output" / workspace.MODEL_MARKER).unlink(missing_ok=True)
     _history(d, {"action": "continue", **change})
     return start(run_id, resume=True)
+
+
+def steps_per_epoch(d: Path) -> float | None:
+    """Optimizer steps in one epoch, from the run's own metrics (PaddleNLP logs the fractional epoch
+    with each step); None when no line says."""
+    recs, _ = read_metrics(d)
+    seen = [(r["step"], r["epoch"]) for r in recs if isinstance(r.get("epoch"), (int, float)) and r.get("epoch")
+            and isinstance(r.get("step"), int) and r["step"] > 0]
+    if not seen:
+        return None
+    step, epoch = seen[-1]
+    return step / epoch
 
 
 def _max_steps(d: Path) -> int:
