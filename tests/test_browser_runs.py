@@ -216,6 +216,8 @@ def test_studio_restart_reattaches_then_stop_and_compare(home, tmp_path):
             meta = json.loads((d / "studio.json").read_text())
             assert meta["parallel"]["nproc"] == 2 and meta["history"][-1]["nproc"] == {"from": 1, "to": 2}
             wait_until(lambda: len([p for p in run_processes(d) if "entry.py" in " ".join(p.cmdline())]) >= 3, 90)  # launcher + 2 ranks
+            # what the run costs, sampled by its supervisor: memory as PSS, CPU, the machine's load
+            wait_text(page.locator("#run-status"), "MiB PSS now", 60)
             # steer it from the page: a checkpoint now, then stop and save; both ranks act on the same step
             from core.train import control
 

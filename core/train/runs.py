@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 
 from core import jobs, system, workspace
-from core.train import checkpoints, control, upstream, warm
+from core.train import checkpoints, control, monitor, upstream, warm
 from core.train.config import RunConfig, cpu_cores
 
 TRAIN_PY = Path(__file__).resolve().parent / "entry.py"
@@ -76,6 +76,23 @@ def status(run_id_or_dir) -> dict:
         if meta.get("device_key"):
             kick_queue(meta["device_key"])  # nobody else will start the run queued behind this one
     return st
+
+
+def run_processes(pid: int, d: Path) -> list:
+    """The run's processes: the launcher (or the one process, a warm spare's included) with its
+    descendants, and ranks that name the run's config.json."""
+    import psutil
+
+    found = {}
+    try:
+        top = psutil.Process(pid)
+        for p in [top, *top.children(recursive=True)]:
+            found[p.pid] = p
+    except psutil.Error:
+        pass
+    for p in orphans(d):
+        found.setdefault(p.pid, p)
+    return list(found.values())
 
 
 def orphans(d: Path) -> list:
@@ -390,7 +407,10 @@ def supervise(d: Path, resume: bool, proc: subprocess.Popen | None = None, nodes
     stalled = None
     node_failed = None
     me = {"pid": proc.pid, "pgid": proc.pid, "pid_start": jobs.proc_start(proc.pid)}
+    # what the run costs the machine (CPU, PSS memory, disk, GPUs): resources.jsonl, every 5 s
+    sampler = monitor.Sampler(d, lambda: run_processes(proc.pid, d))
     while True:
+        sampler.tick()
         try:
             code = proc.wait(timeout=WATCH_S if nodes is None else 0.5)
             break

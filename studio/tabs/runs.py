@@ -15,7 +15,7 @@ from html import escape
 
 import gradio as gr
 
-from core.train import cluster, control, runs
+from core.train import cluster, control, monitor, runs
 from studio.app import View, unsent
 from studio.charts import html_table, line_figure, log_html, num
 from studio.locales import t
@@ -200,7 +200,8 @@ def _size(f) -> int | None:
 
 def _signature(d) -> list:
     sig = []
-    for f in ("status.json", "log/workerlog.0", "launcher.log", "studio.json", "startup.jsonl", "verify.json"):
+    for f in ("status.json", "log/workerlog.0", "launcher.log", "studio.json", "startup.jsonl", "verify.json",
+              monitor.FILE):
         try:
             stt = (d / f).stat()
             sig.append((stt.st_mtime_ns, stt.st_size))
@@ -213,6 +214,20 @@ def _signature(d) -> list:
             except OSError:  # removed meanwhile (a resume starts the nodes afresh)
                 sig.append((f.name, None))
     return sig
+
+
+def resources_md(d, lang: str) -> str:
+    """The run's cost from its supervisor's samples (core.train.monitor): now, and its peak."""
+    s = monitor.summary(d)
+    if not s:
+        return ""
+    last, m = s["last"], s["last"]["machine"]
+    gpu = "".join(t("runs.res_gpu", lang, i=g["gpu"], used=num(g["mem_used_mib"] / 1024), total=num(g["mem_total_mib"] / 1024),
+                    util=num(g["util"])) for g in m.get("gpus", []))
+    return "\n\n" + t("runs.res_line", lang, procs=len(last["procs"]), pss=num(last["run_pss_mib"]),
+                       peak=num(s["peak_pss_mib"]), rss=num(last["run_rss_sum_mib"]), cpu=num(last["run_cpu"]),
+                       mcpu=num(m["cpu"]), used=num(m["mem_used_mib"] / 1024), total=num(m["mem_total_mib"] / 1024),
+                       disk=num((m.get("disk_free_mib") or 0) / 1024)) + gpu
 
 
 def snapshot(run_id: str | None, compare: str | None, view: dict | None, lang: str, force: bool = False,
@@ -274,7 +289,7 @@ def snapshot(run_id: str | None, compare: str | None, view: dict | None, lang: s
         speed_fig = gr.skip()
     strip = cluster.strip(d)  # [] unless the run spans several machines
     out = {
-        "status": status_markdown(run_id, st, p, lang),
+        "status": status_markdown(run_id, st, p, lang) + resources_md(d, lang),
         "progress": progress_html(st, p, lang),
         "caption": curve_caption(run_id, view["records"], lang) if redraw else gr.skip(),
         "log": log_html(runs.tail_log(d)),
