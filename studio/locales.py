@@ -70,11 +70,16 @@ TEXT: dict[str, dict[str, str]] = {
     "dataset.max_length": {"en": "max_length", "zh": "max_length（总最大长度）"},
     "dataset.compute_tokens": {"en": "Compute token lengths", "zh": "统计 Token 长度"},
     "dataset.no_tokenizer": {"en": "Pick a tokenizer first.", "zh": "请先选择分词器。"},
-    "dataset.hist_src": {"en": "src tokens", "zh": "src token 数"},
-    "dataset.hist_total": {"en": "src+tgt tokens", "zh": "src+tgt token 数"},
+    "dataset.hist_src": {"en": "prompt tokens (masked)", "zh": "提示 token 数（不计损失）"},
+    "dataset.hist_total": {"en": "example tokens (prompt + answer)", "zh": "样本 token 数（提示 + 回答）"},
     "dataset.token_summary": {
-        "en": "{n} records · src mean {src_mean}, p95 {src_p95}, max {src_max} · src+tgt mean {tot_mean}, p95 {tot_p95}, max {tot_max} · truncated by src_length={src_length}: **{trunc_src}** · by max_length={max_length}: **{trunc_total}**",
-        "zh": "{n} 条记录 · src 平均 {src_mean}，p95 {src_p95}，最大 {src_max} · src+tgt 平均 {tot_mean}，p95 {tot_p95}，最大 {tot_max} · 会被 src_length={src_length} 截断：**{trunc_src}** 条 · 会被 max_length={max_length} 截断：**{trunc_total}** 条",
+        "en": "{n} records as training tokenizes them (system prompt, chat template, every round, EOS) · prompt mean "
+              "{src_mean}, p95 {src_p95}, max {src_max} · whole example mean {tot_mean}, p95 {tot_p95}, max {tot_max} · "
+              "cut at src_length={src_length} / max_length={max_length}: **{trunc_total}** (prompt cut: {trunc_src}, "
+              "dropped entirely: {dropped})",
+        "zh": "{n} 条记录（按训练时的分词：系统提示、对话模板、全部轮次、EOS）· 提示 平均 {src_mean}，p95 {src_p95}，最大 "
+              "{src_max} · 完整样本 平均 {tot_mean}，p95 {tot_p95}，最大 {tot_max} · 在 src_length={src_length} / "
+              "max_length={max_length} 下被截断：**{trunc_total}** 条（其中提示被截断 {trunc_src} 条，整条丢弃 {dropped} 条）",
     },
     "dataset.import": {"en": "4. Convert and import", "zh": "4. 转换并导入"},
     "dataset.name": {"en": "Dataset name", "zh": "数据集名称"},
@@ -997,4 +1002,15 @@ TEXT.update({
                              "zh": "对话服务在回答中途停止了响应。请重新加载模型（任务页有它的日志）。"},
     "chat.answer_failed": {"en": "The answer failed. The Jobs tab has the chat worker's log.",
                            "zh": "回答失败。任务页有对话服务的日志。"},
+})
+
+# what a run costs the machine (Runs tab; core.train.monitor)
+TEXT.update({
+    "runs.res_line": {
+        "en": "**Resources** — run ({procs} processes): memory {pss} MiB PSS now, peak {peak} MiB (RSS sum {rss} MiB "
+              "counts shared pages once per process), CPU {cpu} % · machine: CPU {mcpu} %, memory {used} of {total} GiB, "
+              "{disk} GiB free disk",
+        "zh": "**资源** — 本次训练（{procs} 个进程）：内存 PSS 当前 {pss} MiB，峰值 {peak} MiB（RSS 合计 {rss} MiB，"
+              "共享页按进程重复计算），CPU {cpu} % · 本机：CPU {mcpu} %，内存 {used} / {total} GiB，磁盘剩余 {disk} GiB"},
+    "runs.res_gpu": {"en": " · GPU {i}: {used} of {total} GiB, {util} % busy", "zh": " · GPU {i}：{used} / {total} GiB，占用 {util} %"},
 })

@@ -87,18 +87,25 @@ def test_tokenizer_round_trips_bilingual_text_and_template(demo_home):
 
 
 def test_token_stats_histograms_and_truncation(demo_home, tmp_path):
+    """The Dataset tab's lengths are what training tokenizes (chat template, every round, EOS): an
+    example's total is build_example's length + 1 (it shifts by one), its prompt the masked positions
+    + 1; truncation counts the records build_example cuts or drops at the given lengths."""
+    from core.data import templates
+
     f = tmp_path / "d.json"
     recs = [{"src": "What is 1 plus 2?", "tgt": "1 + 2 = 3"}, {"src": ["计算 1 + 2 等于多少？", "再加 3 呢？"], "tgt": ["1 + 2 = 3", "3 + 3 = 6"]}]
     f.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs), encoding="utf-8")
-    tok = datasets.load_tokenizer(demo_home / "models" / "demo-base")
-    n = lambda s: len(tok.encode(s, add_special_tokens=False)["input_ids"])  # noqa: E731
-    st = datasets.token_stats(f, demo_home / "models" / "demo-base", src_length=8, max_length=12, bins=5)
-    want_src = [n("What is 1 plus 2?"), n("计算 1 + 2 等于多少？") + n("1 + 2 = 3") + 1 + n("再加 3 呢？")]
-    want_total = [want_src[0] + n("1 + 2 = 3") + 1, want_src[1] + n("3 + 3 = 6") + 1]
+    model = demo_home / "models" / "demo-base"
+    tok = datasets.load_tokenizer(model)
+    tpl = templates.load_template(tok, model)
+    whole = [templates.build_example(tok, tpl, r, 10 ** 6, 10 ** 6) for r in recs]
+    want_total = [len(e["input_ids"]) + 1 for e in whole]
+    want_src = [e["labels"].count(-100) + 1 for e in whole]
+    st = datasets.token_stats(f, model, src_length=8, max_length=12, bins=5)
     assert st["records"] == 2 and st["src"]["max"] == max(want_src) and st["total"]["max"] == max(want_total)
     assert sum(st["src"]["counts"]) == 2 and len(st["src"]["edges"]) == 6
-    assert st["truncated_src"] == sum(x > 8 for x in want_src)
-    assert st["truncated_total"] == sum(x > 12 for x in want_total)
+    cut = [templates.build_example(tok, tpl, r, 8, 12) for r in recs]
+    assert st["truncated_total"] == sum(c is None or len(c["input_ids"]) + 1 < w for c, w in zip(cut, want_total)) > 0
 
 
 def test_a_new_workspace_copies_the_demo_from_the_cache(demo_home, tmp_path, monkeypatch):

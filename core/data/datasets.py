@@ -1371,6 +1371,30 @@ def list_datasets() -> list[dict]:
 # ---------------------------------------------------------------- token statistics
 
 
+_OWN_TEMPLATE = object()
+
+
+class _MemoEncode:
+    """The tokenizer, with ``encode`` remembered for the texts of one record: token_stats calls
+    turns_ids (the uncut example) and then build_example (the trained one), which renders and
+    encodes the very same round texts again."""
+
+    def __init__(self, tok):
+        self._tok, self._memo = tok, {}
+
+    def __getattr__(self, name):
+        return getattr(self._tok, name)
+
+    def encode(self, text, **kw):
+        key = (text, tuple(sorted(kw.items())))
+        if key not in self._memo:
+            self._memo[key] = self._tok.encode(text, **kw)
+        return self._memo[key]
+
+    def clear(self):
+        self._memo.clear()
+
+
 def token_stats(
     path: str | Path,
     tokenizer_dir: str | Path,
@@ -1379,32 +1403,61 @@ def token_stats(
     limit: int = 5000,
     bins: int = 20,
     fmt: str = "auto",
+    chat_template=_OWN_TEMPLATE,
 ) -> dict:
-    """Token lengths of src and src+tgt over up to ``limit`` records.
+    """Token lengths of what training sees, over up to ``limit`` records.
 
-    Multi-turn: "src" is every token before the last answer (earlier turns and the last
-    question), "total" adds the last answer and EOS. Counts how many records PaddleNLP's
-    ``src_length``/``max_length`` would truncate.
+    Every record is tokenized as training tokenizes it (:func:`core.data.templates.turns_ids` /
+    :func:`~core.data.templates.build_example` with the model's tokenizer and chat template: system
+    prompt, template markers, every round, EOS). "total" is the whole uncut sequence (all rounds
+    with a template; upstream's first round without one), "src" its prompt tokens (the positions
+    whose label is -100), the answer tokens being the rest. For a record that is not cut,
+    ``total == len(build_example(...)["input_ids"]) + 1`` (build_example shifts by one).
+
+    ``truncated_total``: records build_example cuts (its sequence shorter than the uncut one:
+    earlier rounds dropped, the prompt or the answer cut, the EOS left out) or drops entirely
+    (``dropped``, also counted there); ``truncated_src``: those of them whose prompt is cut to
+    ``src_length``. ``chat_template``: as a run config's value (see
+    :func:`~core.data.templates.template_for_run`); left out, the tokenizer's own.
     """
     import numpy as np
 
+    from core.data import templates
+
     tok = load_tokenizer(tokenizer_dir)
+    flat = {} if chat_template is _OWN_TEMPLATE else {"chat_template": chat_template}
+    template = templates.template_for_run(tok, tokenizer_dir, flat)
+    mtok = _MemoEncode(tok)
     src_lens, total_lens = [], []
+    cut_src = cut = dropped = 0
     text = False
     for rec in iter_records(path, fmt):
+        mtok.clear()
         if isinstance(rec.get("text"), str) and "src" not in rec:  # raw text: every token trains, no prompt
             text = True
             src_lens.append(0)
-            total_lens.append(len(tok.encode(rec["text"], add_special_tokens=False)["input_ids"]) + 1)
+            # text_blocks: BOS + text + EOS per document
+            extra = sum(getattr(tok, k, None) is not None for k in ("bos_token_id", "eos_token_id"))
+            total_lens.append(len(tok.encode(rec["text"], add_special_tokens=False)["input_ids"]) + extra)
             if len(src_lens) >= limit:
                 break
             continue
-        turns = as_turns(rec)
-        ctx = sum(len(tok.encode(q, add_special_tokens=False)["input_ids"]) for q, _ in turns)
-        ctx += sum(len(tok.encode(a, add_special_tokens=False)["input_ids"]) + 1 for _, a in turns[:-1])
-        last = len(tok.encode(turns[-1][1], add_special_tokens=False)["input_ids"]) + 1
-        src_lens.append(ctx)
-        total_lens.append(ctx + last)
+        turns = templates.turns_ids(mtok, template, templates.messages_of(rec))
+        kept = turns if template else turns[:1]  # without a template upstream trains the first round only
+        prompt = sum(len(p) for p, _ in kept)
+        total = prompt + sum(len(a) for _, a in kept)
+        ex = templates.build_example(mtok, template, rec, src_length, max_length)
+        if ex is None:
+            dropped += 1
+        elif len(ex["input_ids"]) + 1 < total:
+            cut += 1
+            # the one prompt build_example cuts to src_length: the last round's, when it alone is too
+            # long (with a template), or the first round's (without)
+            p, a = kept[-1] if template else kept[0]
+            if len(p) > src_length and (len(p) + len(a) > max_length or not template):
+                cut_src += 1
+        src_lens.append(prompt)
+        total_lens.append(total)
         if len(src_lens) >= limit:
             break
     if not src_lens:
@@ -1422,8 +1475,10 @@ def token_stats(
         "src_length": src_length,
         "max_length": max_length,
         # raw text is cut into blocks of max_length and packed (pretraining): nothing is lost to truncation
-        "truncated_src": 0 if text else int((s > src_length).sum()),
-        "truncated_total": 0 if text else int((t > max_length).sum()),
+        "truncated_src": 0 if text else cut_src,
+        "truncated_total": 0 if text else cut + dropped,
+        "dropped": 0 if text else dropped,
+        "template": bool(template),
         "text": text,
     }
 

@@ -169,6 +169,7 @@ def token_html(stats: dict | None, lang: str) -> str:
         max_length=stats["max_length"],
         trunc_src=stats["truncated_src"],
         trunc_total=stats["truncated_total"],
+        dropped=stats.get("dropped", 0),
     )
     # markdown-style bold is not rendered inside HTML: use <b>
     summary = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", summary)
