@@ -5,7 +5,7 @@ CPU math threads, the two interleaved prompt by prompt.
 Greedy, every answer exactly ``--tokens`` tokens (min_new_tokens, so both do the same work):
 tokens/s for one prompt at a time and for all prompts in one left-padded batch, and the first-token
 latency (a 1-token generation: prompt in, first token out). Each figure is the median over prompts
-x repeats. The static folder is exported first in its own process (``python -m core.models.export``:
+x repeats. The static folder is exported first in its own process (``paddle-studio export``:
 tracing in a process slows dygraph there 20-30x) unless ``--static`` names one.
 Goal: static >= 1.5x dygraph tokens/s.
 Usage: python bench/static_vs_dygraph.py [--tokens 64] [--prompts 8] [--repeats 3] [--threads 1,2]
@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 def export(model: Path, out: Path) -> float:
     t = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "core.models.export", "--model", str(model), "--out", str(out), "--json"],
+    r = subprocess.run([sys.executable, "-m", "core.cli", "export", "--model", str(model), "--out", str(out), "--json"],
                        cwd=ROOT, capture_output=True, text=True, timeout=1800)
     if r.returncode:
         sys.exit(f"export failed:\n{r.stderr[-2000:]}")

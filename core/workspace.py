@@ -127,3 +127,22 @@ def publish_dir(tmp: Path, final: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
         raise FileExistsError(str(final))
     os.rename(tmp, final)
+
+
+def read_jsonl(path: Path, offset: int = 0) -> tuple[list, int]:
+    """The complete JSON lines of ``path`` from byte ``offset`` (a line still being written is read
+    next time; a line that is not JSON is skipped); returns (records, new offset)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except OSError:
+        return [], offset
+    end = data.rfind(b"\n") + 1
+    out = []
+    for line in data[:end].splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out, offset + end

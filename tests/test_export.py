@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_export(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "core.models.export", *map(str, args)], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "core.cli", "export", *map(str, args)], cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
 

@@ -28,18 +28,16 @@ included), each an input, each an exact no-op at its "off" value. Sampling draws
 global generator, so ``paddle.seed`` before a run repeats it.
 
 Tracing changes the process: dygraph ``generate`` in a process that ran ``to_static`` becomes
-20-30x slower. Run the export in its own process (``python -m core.models.export`` or the studio's
+20-30x slower. Run the export in its own process (``paddle-studio export`` or the studio's
 job); the greedy answers the graph must reproduce are computed before tracing. The folder is
 written beside ``out`` and renamed into place when it is complete and checked.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import shutil
-import sys
 import time
 from pathlib import Path
 
@@ -338,33 +336,3 @@ def submit(model_dir: str | Path, name: str) -> str:
         raise jobs.Refused("export_not_a_model", str(e), path=str(model_dir)) from None
     args = ["export", "--model", str(model_dir), "--out", str(out), "--json"]
     return jobs.submit("export", args, title=out.name, params={"model": str(model_dir), "out": str(out)}, outputs=[out])
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m core.models.export --model DIR --out DIR [--dtype float32] [--json]``."""
-    p = argparse.ArgumentParser(prog="paddle-studio export",
-                                description="Export a full model (base or merged) to a static Paddle Inference folder")
-    p.add_argument("--model", required=True, help="a base, imported or merged model folder (not an adapter)")
-    p.add_argument("--out", required=True, help="the static folder to write (must not exist)")
-    p.add_argument("--dtype", default="float32", choices=DTYPES,
-                   help="weights and compute dtype of the graph (CPU: float32)")
-    p.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
-    a = p.parse_args(sys.argv[1:] if argv is None else argv)
-    log = (lambda m: sys.stderr.write(m + "\n")) if a.json else print
-    try:
-        check(a.model, a.out, a.dtype)  # refusals before paddle is imported
-        with contextlib.redirect_stdout(sys.stderr) if a.json else contextlib.nullcontext():
-            res = export(a.model, a.out, a.dtype, log=log)
-    except (ValueError, FileNotFoundError, FileExistsError, RuntimeError) as e:
-        sys.stderr.write(f"paddle-studio export: {e}\n")
-        return 2
-    if a.json:
-        sys.stdout.write(json.dumps(res, ensure_ascii=False, indent=2) + "\n")
-    else:
-        print(f"exported to {res['out']} ({', '.join(res['graph'])}); check {res['check']['matched']}/"
-              f"{res['check']['prompts']} prompts token for token; {res['seconds']} s")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

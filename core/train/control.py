@@ -19,6 +19,8 @@ import time
 import uuid
 from pathlib import Path
 
+from core import workspace
+
 REQUESTS = "control.jsonl"
 ACCEPTED = "control.accepted.jsonl"
 APPLIED = "control.applied.jsonl"
@@ -73,21 +75,7 @@ def _append(path: Path, rec: dict) -> None:
 
 
 def _read_new(path: Path, offset: int) -> tuple[list[dict], int]:
-    """Complete lines from ``offset`` on; returns (records, new offset)."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            data = f.read()
-    except OSError:
-        return [], offset
-    end = data.rfind(b"\n") + 1
-    out = []
-    for line in data[:end].splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            continue
-    return out, offset + end
+    return workspace.read_jsonl(path, offset)
 
 
 def history(run_dir: Path) -> list[dict]:

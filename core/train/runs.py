@@ -78,18 +78,10 @@ def status(run_id_or_dir) -> dict:
     return st
 
 
-def run_processes(pid: int, d: Path) -> list:
+def run_processes(status: dict, d: Path) -> list:
     """The run's processes: the launcher (or the one process, a warm spare's included) with its
-    descendants, and ranks that name the run's config.json."""
-    import psutil
-
-    found = {}
-    try:
-        top = psutil.Process(pid)
-        for p in [top, *top.children(recursive=True)]:
-            found[p.pid] = p
-    except psutil.Error:
-        pass
+    process group and descendants, and ranks that name the run's config.json."""
+    found = {p.pid: p for p in jobs.processes(status)}
     for p in orphans(d):
         found.setdefault(p.pid, p)
     return list(found.values())
@@ -408,7 +400,7 @@ def supervise(d: Path, resume: bool, proc: subprocess.Popen | None = None, nodes
     node_failed = None
     me = {"pid": proc.pid, "pgid": proc.pid, "pid_start": jobs.proc_start(proc.pid)}
     # what the run costs the machine (CPU, PSS memory, disk, GPUs): resources.jsonl, every 5 s
-    sampler = monitor.Sampler(d, lambda: run_processes(proc.pid, d))
+    sampler = monitor.Sampler(d, lambda: run_processes(me, d))
     while True:
         sampler.tick()
         try:
@@ -718,21 +710,7 @@ def _run_dirs() -> list[Path]:
 def read_metrics(run_id_or_dir, offset: int = 0) -> tuple[list[dict], int]:
     """Complete metrics lines from byte ``offset``; returns (records, new offset)."""
     d = Path(run_id_or_dir) if isinstance(run_id_or_dir, Path) else run_dir(run_id_or_dir)
-    path = d / "metrics.jsonl"
-    try:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            data = f.read()
-    except OSError:
-        return [], offset
-    end = data.rfind(b"\n") + 1  # a line being written is read next time
-    out = []
-    for line in data[:end].splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return out, offset + end
+    return workspace.read_jsonl(d / "metrics.jsonl", offset)
 
 
 def progress(records: list[dict]) -> dict:
