@@ -292,12 +292,21 @@ def cmd_config_check(a) -> int:
     except config.FileProblems as e:
         return _file_problems(e, a.json)
     problems = config.check(cfg)
+    from core.train import estimate
+
+    est = estimate.estimate(cfg) if not problems else None  # will it fit? (calibrated by this machine's runs)
     if a.json:
-        _print_json({"ok": not problems, "problems": [{**p, "message": config.check_message(p)} for p in problems]})
+        _print_json({"ok": not problems, "problems": [{**p, "message": config.check_message(p)} for p in problems],
+                     "estimate": est})
     else:
         for p in problems:
             print(_problem_line(p, config.check_message(p)))
         print("ok" if not problems else f"{len(problems)} problem(s)")
+        if est:
+            secs = f"{est['seconds']:.0f} s" if est["seconds"] is not None else "?"
+            print(f"estimate: {est['per_process_mib']:.0f} MiB per process ({est['total_mib']:.0f} MiB in all, "
+                  f"{est['free_mib']:.0f} MiB free), {secs} for {est['steps'] or '?'} steps; calibrated by "
+                  f"{est['calibrated_runs']} run(s)" + ("" if est["fits_memory"] else "; DOES NOT FIT the free memory"))
     return 0 if not problems else 1
 
 

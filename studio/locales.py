@@ -1014,3 +1014,19 @@ TEXT.update({
               "共享页按进程重复计算），CPU {cpu} % · 本机：CPU {mcpu} %，内存 {used} / {total} GiB，磁盘剩余 {disk} GiB"},
     "runs.res_gpu": {"en": " · GPU {i}: {used} of {total} GiB, {util} % busy", "zh": " · GPU {i}：{used} / {total} GiB，占用 {util} %"},
 })
+
+# will it fit? (Train tab; core.train.estimate)
+TEXT.update({
+    "train.estimate": {
+        "en": "**Estimate:** about {per} per process ({total} in all, {free} free now), {time} for {steps} "
+              "steps, checkpoints about {disk} on disk — calibrated by {runs} earlier run(s) on this machine.",
+        "zh": "**预估：** 每个进程约 {per}（共 {total}，当前可用 {free}），{steps} 步约需 {time}，"
+              "检查点约占磁盘 {disk} — 已用本机 {runs} 次历史运行校准。"},
+    "train.estimate_no_memory": {
+        "en": "**Warning:** the estimate ({total}) exceeds the free memory ({free}): lower the batch size or "
+              "lengths, use LoRA, or fewer processes.",
+        "zh": "**警告：** 预估内存（{total}）超过当前可用内存（{free}）：请减小批大小或长度、改用 LoRA，或减少进程数。"},
+    "train.estimate_no_disk": {
+        "en": "**Warning:** checkpoints need about {disk} and only {free} of disk is free.",
+        "zh": "**警告：** 检查点约需 {disk} 磁盘，而剩余空间只有 {free}。"},
+})

@@ -19,6 +19,7 @@ import gradio as gr
 from core import catalog, workspace
 from core.train import cluster, config, nodes, runs
 from core.train.config import RunConfig
+from studio.charts import duration, size
 from studio.locales import FIELD_HELP_ZH, field_label, t
 
 # fields shown open; every other field goes in the section's folded "advanced" group
@@ -123,10 +124,29 @@ def preflight_markdown(res: dict, lang: str) -> str:
     return "\n".join(lines)
 
 
+def estimate_markdown(cfg: RunConfig, lang: str) -> str:
+    """Will it fit: peak memory per process and in all, time to finish, against free memory and disk."""
+    from core.train import estimate
+
+    e = estimate.estimate(cfg)
+    if not e:
+        return ""
+    when = duration(e["seconds"]) if e["seconds"] is not None else "?"
+    mib = lambda v: size(v * (1 << 20))  # noqa: E731 - 464 MiB, 20.2 GiB
+    text = t("train.estimate", lang, per=mib(e["per_process_mib"]), total=mib(e["total_mib"]), free=mib(e["free_mib"]),
+             time=when, steps=f"{e['steps']:,}" if e["steps"] else "?", disk=mib(e["disk_mib"]),
+             runs=e["calibrated_runs"])
+    if not e["fits_memory"]:
+        text += "\n\n" + t("train.estimate_no_memory", lang, total=mib(e["total_mib"]), free=mib(e["free_mib"]))
+    if not e["fits_disk"]:
+        text += "\n\n" + t("train.estimate_no_disk", lang, disk=mib(e["disk_mib"]), free=mib(e["disk_free_mib"]))
+    return "\n\n" + text
+
+
 def check_markdown(cfg: RunConfig, lang: str) -> str:
     problems = config.check(cfg)
     if not problems:
-        return t("train.check_ok", lang)
+        return t("train.check_ok", lang) + estimate_markdown(cfg, lang)
     lines = [t("train.check_problems", lang, n=len(problems))]
     for p in problems:
         lines.append(f"- `{p['field']}`: " + t(f"check.{p['code']}", lang, field=p["field"], **p["params"]))
