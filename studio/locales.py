@@ -309,6 +309,9 @@ TEXT: dict[str, dict[str, str]] = {
         "en": "{what} does not work with {family} models: it builds 2-D padding masks, and they need a 4-D blank-infilling "
               "mask with 2-D positions",
         "zh": "{family} 系列模型不支持{what_zh}：它只生成二维填充掩码，而这类模型需要四维的填空式注意力掩码和二维位置编号"},
+    "check.early_stopping_needs_eval": {
+        "en": "early stopping watches the eval loss: turn evaluation on (evaluation_strategy steps or epoch)",
+        "zh": "早停依据评估损失：请开启评估（evaluation_strategy 设为 steps 或 epoch）"},
     "check.preference_needs_dpo": {"en": "{path} holds preference pairs (two answers, one preferred): train it with the dpo method",
                                    "zh": "{path} 是偏好数据（两个回答，其一更好）：请用 dpo 方法训练"},
     "check.dpo_needs_preference": {
@@ -657,6 +660,8 @@ FIELD_HELP_ZH = {
     "sharding": "分组切分阶段：空、stage1、stage2 或 stage3。",
     "sharding_parallel_degree": "分组切分并行度。",
     "stall_timeout": "训练日志和指标这么多秒没有变化时判定运行失败（0：从不；多机训练未设置时为 300）。",
+    "early_stopping_patience": "评估损失连续这么多次没有改善时结束训练（并保存模型；0：关闭；需要开启评估）。",
+    "early_stopping_threshold": "早停：评估损失比此前最好值低出超过此值才算改善。",
     "nodes": "参与训练的其他机器（集群页中的名称），逗号分隔：依次为节点 1、2……；本机为节点 0，持有 rank 0（指标、检查点、输出）。",
     "port_range": "各机器上启动器可用的端口，起始-结束（有节点时默认 36000-36199）：请在防火墙放行；master 端口取本机第一个空闲端口。",
 }
@@ -730,6 +735,8 @@ FIELD_LABELS = {
     "sharding": ("Sharding stage", "分组切分阶段"),
     "sharding_parallel_degree": ("Sharding degree", "分组切分并行度"),
     "stall_timeout": ("Fail after no progress for (s)", "无进展多久后判定失败（秒）"),
+    "early_stopping_patience": ("Early stopping: patience (evaluations)", "早停：耐心（评估次数）"),
+    "early_stopping_threshold": ("Early stopping: minimum improvement", "早停：最小改善量"),
     "nodes": ("Other machines (nodes)", "其他机器（节点）"),
     "port_range": ("Port range", "端口范围"),
 }

@@ -136,3 +136,35 @@ def test_the_supervisor_samples_what_a_two_rank_run_costs(ws, tmp_path, monkeypa
         runs.stop(run_id)
         wait_for(lambda: not processes_of(d), 30, 0.2)
     assert monitor.read(d)  # still there after the run
+
+
+def test_early_stopping_ends_a_two_rank_run_whose_eval_loss_stops_improving(ws, tmp_path, monkeypatch):
+    """Patience 2: with a learning rate too small to move the model, the eval loss never improves, so
+    the run ends (succeeded, its model saved) at its third evaluation instead of training 400 steps."""
+    from core.train import config
+
+    monkeypatch.setenv("PADDLE_STUDIO_HOME", str(ws))
+    cfg = config.load_preset("demo-lora", ws)
+    cfg.name = "early"
+    cfg.training.max_steps = 400
+    cfg.training.learning_rate = 1e-12
+    cfg.training.evaluation_strategy = "steps"
+    cfg.training.eval_steps = 2
+    cfg.training.save_strategy = "no"
+    cfg.parallel.nproc = 2
+    cfg.parallel.early_stopping_patience = 2
+    off = config.load_preset("demo-lora", ws)
+    off.parallel.early_stopping_patience = 2
+    off.training.evaluation_strategy = "no"
+    assert [p["code"] for p in config.check(off, has_gpu=False)] == ["early_stopping_needs_eval"]
+    assert not config.check(cfg, has_gpu=False)
+    run_id = runs.create(cfg)
+    runs.start(run_id)
+    d = runs.run_dir(run_id)
+    wait_for(lambda: runs.status(run_id)["state"] not in runs.ACTIVE, 300, 0.5)
+    assert runs.status(run_id)["state"] == "succeeded", runs.status(run_id)
+    evals = [r for r in metrics(d) if "eval_loss" in r]
+    assert [r["step"] for r in evals] == [2, 4, 6] and last_step(d) == 6, evals
+    stop = control.history(d)
+    assert any(r.get("action") == "early-stopping" and r["applied_step"] == 6 for r in stop), stop
+    assert (d / "output" / "studio_model.json").is_file()  # the model was saved as at a normal end

@@ -67,7 +67,9 @@ GPU_ONLY = {
 # preference pairs, not this SFT slice: tests/test_dpo.py trains it; KTO its own records: tests/test_kto.py
 ELSEWHERE = {"nnodes", "master", "rank", "nodes", "port_range", "dpo_beta", "dpo_loss_type", "dpo_lora", "dpo_sft_loss_ratio",
              "kto_beta", "kto_desirable_weight", "kto_undesirable_weight", "kto_lora",
-             "sharding_parallel_degree"}  # sharding stage1 x 2 processes: tests/test_parallel_env.py
+             "sharding_parallel_degree",  # sharding stage1 x 2 processes: tests/test_parallel_env.py
+             # a two-rank run ended by it at its third evaluation: tests/test_control.py
+             "early_stopping_patience", "early_stopping_threshold"}
 
 
 def _switches_set() -> set[str]:

@@ -130,6 +130,10 @@ class ParallelSection:
     sharding_parallel_degree: int = _f(1, "Sharding degree.")
     stall_timeout: int = _f(1800, "Fail the run when its log and metrics stay unchanged this many seconds (0: never; "
                                   "a run over several machines: 300 unless set).")
+    early_stopping_patience: int = _f(0, "End the run (saving its model) when the eval loss has not improved for this "
+                                         "many evaluations in a row (0: off; needs evaluation).")
+    early_stopping_threshold: float = _f(0.0, "With early stopping: an evaluation improves only when its loss is lower "
+                                              "than the best so far by more than this.")
     nodes: str = _f("", "Other machines in the run (names from the Cluster tab), comma-separated: node ranks 1, 2, ... in "
                         "this order; this machine is node 0 and holds rank 0 (metrics, checkpoints, outputs).")
     port_range: str = _f("", "Ports the launchers may use on every machine, FIRST-LAST (default 36000-36199 with nodes): "
@@ -410,6 +414,7 @@ MESSAGES = {
     "text_needs_pretrain": "{path} holds raw text (no questions and answers): train it with the pretrain method",
     "prefix_unsupported": "prefix tuning does not work with {family} models: {why}",
     "reft_unsupported": "ReFT does not work with {family} models: {why}",
+    "early_stopping_needs_eval": "early stopping watches the eval loss: turn evaluation on (evaluation_strategy steps or epoch)",
     "layout_unsupported": ("{what} does not work with {family} models: it builds 2-D padding masks, and they need a "
                            "4-D blank-infilling mask with 2-D positions"),
     "preference_needs_dpo": "{path} holds preference pairs (two answers, one preferred): train it with the dpo method",
@@ -1025,6 +1030,13 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
         add("nproc_over_cores", "parallel.nproc", nproc=p.nproc, cores=cpu_cores())
     if not isinstance(p.stall_timeout, int) or isinstance(p.stall_timeout, bool) or p.stall_timeout < 0:
         add("bad_value", "parallel.stall_timeout", expected="0 or a positive number of seconds", value=p.stall_timeout)
+    pat, thr = p.early_stopping_patience, p.early_stopping_threshold
+    if not isinstance(pat, int) or isinstance(pat, bool) or pat < 0:
+        add("bad_value", "parallel.early_stopping_patience", expected="0 (off) or a number of evaluations", value=pat)
+    elif pat > 0 and tr.evaluation_strategy == "no":
+        add("early_stopping_needs_eval", "parallel.early_stopping_patience")
+    if not _finite(thr) or isinstance(thr, bool) or thr < 0:
+        add("bad_value", "parallel.early_stopping_threshold", expected="a loss difference of 0 or more", value=thr)
     world = p.world_size()
     product = p.tensor_parallel_degree * p.pipeline_parallel_degree * max(p.sharding_parallel_degree, 1)  # -1: the rest
     if product > 0 and world > 0 and world % product:

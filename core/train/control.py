@@ -88,6 +88,8 @@ def history(run_dir: Path) -> list[dict]:
     for r in _read_new(d / APPLIED, 0)[0]:
         if r.get("id") in reqs:
             reqs[r["id"]].update({k: r[k] for k in ("applied_step", "effect") if k in r})
+        elif r.get("id"):  # the run's own doing (early stopping)
+            reqs[r["id"]] = dict(r)
     return sorted(reqs.values(), key=lambda r: r.get("time", 0))
 
 
@@ -187,6 +189,37 @@ def launch_time(run_dir: Path) -> float:
         return datetime.fromisoformat(started).timestamp() - 1.0  # whole seconds: a request in that second counts
     except (OSError, ValueError, TypeError, AttributeError):
         return 0.0
+
+
+def early_stopping(run_dir: Path, patience: int, threshold: float):
+    """A TrainerCallback ending training (with a final save) when the eval loss has not improved by
+    more than ``threshold`` for ``patience`` evaluations; what it did goes to control.applied.jsonl."""
+    from paddlenlp.trainer import TrainerCallback
+
+    rank = int(os.environ.get("PADDLE_TRAINER_ID", "0"))
+
+    class EarlyStopping(TrainerCallback):
+        def __init__(self):
+            self.best, self.bad = None, 0
+
+        def on_evaluate(self, args, state, control, metrics=None, **kw):
+            loss = (metrics or {}).get("eval_loss")
+            if loss is None:
+                return
+            if self.best is None or loss < self.best - threshold:
+                self.best, self.bad = loss, 0
+                return
+            self.bad += 1
+            if self.bad >= patience:
+                control.should_training_stop = True
+                control.should_save = True
+                if rank == 0:
+                    _append(run_dir / APPLIED, {"id": f"early-{state.global_step}", "action": "early-stopping",
+                                                "applied_step": state.global_step, "time": time.time(),
+                                                "effect": f"eval loss {loss:.4g} did not improve on {self.best:.4g} by more "
+                                                          f"than {threshold:g} for {patience} evaluation(s): stopped"})
+
+    return EarlyStopping()
 
 
 def set_lr(scheduler, optimizer, lr: float) -> str:

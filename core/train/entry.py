@@ -766,7 +766,9 @@ def main(argv: list[str]) -> int:
         compute_metrics=token_accuracy if eval_ds is not None else None,
         preprocess_logits_for_metrics=argmax_logits if eval_ds is not None else None,
         callbacks=[make_callback(run_dir / "metrics.jsonl", tokens_per_step, save_reference),
-                   control.make_callback(run_dir, world)],  # save / eval / lr / stop requests (runs control)
+                   control.make_callback(run_dir, world),  # save / eval / lr / stop requests (runs control)
+                   *([control.early_stopping(run_dir, int(patience), float(launch.get("early_stopping_threshold") or 0.0))]
+                     if (patience := (launch := studio.get("parallel") or {}).get("early_stopping_patience")) else [])],
         data_args=data_args,
     )
     if reft_model is not None:  # its interventions are not sublayers: name what the optimizer trains
