@@ -1037,3 +1037,9 @@ TEXT.update({
         "en": "**Warning:** checkpoints need about {disk} and only {free} of disk is free.",
         "zh": "**警告：** 检查点约需 {disk} 磁盘，而剩余空间只有 {free}。"},
 })
+
+# evaluate while its merge is still being written (Merge & evaluate tab)
+TEXT.update({
+    "refused.merge_running": {"en": "The merge into {path} is still running (job {job}); evaluate when it has finished.",
+                              "zh": "合并到 {path} 的任务（{job}）仍在运行；请在它完成后再评估。"},
+})

@@ -480,8 +480,10 @@ def plan_from_paddlenlp(path: str | Path, model: str | None = None, data: str | 
     if data_arg and not data_dir:
         p = {"code": "path_missing", "field": "dataset_name_or_path", "params": {"path": data_arg}}
         problems.append({**p, "message": config.check_message(p)})
-    out_name = name or Path(d.get("output_dir") or f"{Path(model_arg or 'model').name}-quant").name
-    if not name and d.get("output_dir"):
+    own = Path(str(d.get("output_dir") or "").rstrip("/\\")).name  # "./ckpts/ptq/" names ptq; ".", ".." name nothing
+    own = "" if own in ("", ".", "..") else own
+    out_name = name or own or f"{Path(model_arg or 'model').name}-quant"
+    if not name and own:
         notes.append(f"written to the workspace as models/{out_name} (output_dir {d['output_dir']!r} names it)")
     return {"ok": not problems, "preset": preset, "notes": notes, "problems": problems, "model": model_dir,
             "data": data_dir, "name": out_name, "script": upstream.QUANTIZATION_SCRIPT}

@@ -38,8 +38,8 @@ def merge_result(info: dict, lang: str) -> list:
 
 def eval_result(info: dict, lang: str) -> list:
     res = info.get("result")
-    if not res:
-        return [gr.skip(), gr.skip()]
+    if not res:  # a new (or failed) job: the last job's table and chart are not its results
+        return ["", None]
     rows = res["rows"]
     table = html_table([t("merge.col_model", lang), *evaluate.METRICS, t("merge.col_records", lang)],
                        [[r["label"], *(r.get(k) for k in evaluate.METRICS), r.get("records")] for r in rows],
@@ -71,43 +71,52 @@ def build_merge_tab(ctx):
         note = gr.Markdown(elem_id="merge-note")
         started_merge = gr.State(None)  # inside the Tab: a State directly under gr.Tabs shifts later tabs
         started_eval = gr.State(None)
+        suggested = gr.State("")  # the last name the tab suggested: a name typed over it is kept
     lang = ctx.lang
 
-    def suggest(path, lg):
-        """A name for the merged model; for an adapter that cannot be merged, why (at once, before Merge)."""
+    def suggest(path, typed, last, lg):
+        """A name for the merged model, unless one was typed (the box is neither empty nor the last
+        suggestion); for an adapter that cannot be merged, why (at once, before Merge)."""
+        keep = (typed or "").strip() and (typed or "").strip() != (last or "")
         if not path:
-            return "", ""
+            return gr.skip(), "", last
         kind = loading.adapter_kind(path)
         if kind in loading.NOT_MERGEABLE:
-            return "", t(f"refused.not_mergeable_{kind}", lg)
-        return f"{Path(path).parent.name}-merged"[:60], verify_warning(path, lg)
+            return gr.skip(), t(f"refused.not_mergeable_{kind}", lg), last
+        proposal = f"{Path(path).parent.name}-merged"[:60]
+        return (gr.skip() if keep else proposal), verify_warning(path, lg), (last if keep else proposal)
 
     def start_merge(path, nm, lg):
+        """A merge job writing exactly the name shown; the last job's "Merged into" goes when it starts."""
         if not path:
-            return t("merge.pick_first", lg), None
+            return t("merge.pick_first", lg), None, gr.skip()
         try:
-            return "", merge.submit(path, nm)
+            return "", merge.submit(path, (nm or "").strip()), ""
         except jobs.Refused as e:
-            return t("error.prefix", lg) + refusal(e, lg), None
+            return t("error.prefix", lg) + refusal(e, lg), None, gr.skip()
 
     def start_eval(path, nm, lim, lg):
         if not path:
             return t("merge.pick_first", lg), None
         merged = workspace.models_dir() / (nm or "").strip() if (nm or "").strip() else None
+        busy = jobs.claimed(merged) if merged else None
         try:
+            if busy:  # evaluating now would silently leave "merged" out of the comparison
+                raise jobs.Refused("merge_running", f"the merge into {merged} is still running (job {busy}); "
+                                   "evaluate when it has finished", path=str(merged), job=busy)
             return "", evaluate.submit_compare(path, merged if merged and (merged / "config.json").is_file() else None,
                                                int(lim or 200))
         except jobs.Refused as e:
             return t("error.prefix", lg) + refusal(e, lg), None
 
-    adapter.change(suggest, inputs=[adapter, lang], outputs=[name, note])
+    adapter.change(suggest, inputs=[adapter, name, suggested, lang], outputs=[name, note, suggested])
 
     def why_not(path, lg):  # after a language switch: the "cannot be merged" note in the new language
         kind = loading.adapter_kind(path) if path else None
         return t(f"refused.not_mergeable_{kind}", lg) if kind in loading.NOT_MERGEABLE else gr.skip()
 
     ctx.relocalize.append((why_not, [adapter, lang], [note]))
-    merge_btn.click(start_merge, inputs=[adapter, name, lang], outputs=[note, started_merge]).then(
+    merge_btn.click(start_merge, inputs=[adapter, name, lang], outputs=[note, started_merge, msg]).then(
         merge_panel.follow, inputs=[started_merge, lang], outputs=[merge_panel.job, *merge_panel.outputs])
     eval_btn.click(start_eval, inputs=[adapter, name, limit, lang], outputs=[note, started_eval]).then(
         eval_panel.follow, inputs=[started_eval, lang], outputs=[eval_panel.job, *eval_panel.outputs])

@@ -75,6 +75,7 @@ def build_models_tab(ctx):
         done = gr.Markdown(elem_id="models-imported")
         panel = JobPanel(ctx, "import", "import", [done], import_result)
         started = gr.State(None)
+        suggested = gr.State("")  # the last name the tab suggested: a name typed over it is kept
     lang = ctx.lang
 
     def check(path, lg):
@@ -85,27 +86,35 @@ def build_models_tab(ctx):
         except (OSError, ValueError) as e:
             return t("error.prefix", lg) + str(e)
 
-    def suggest(path):
+    def suggest(path, typed, last):
+        """The folder's name for the name box, unless one was typed (neither empty nor the last suggestion)."""
         from pathlib import Path
 
-        return Path(path.strip().rstrip("/")).name[:60] if (path or "").strip() else gr.skip()
+        if not (path or "").strip() or ((typed or "").strip() and (typed or "").strip() != (last or "")):
+            return gr.skip(), last
+        proposal = Path(path.strip().rstrip("/")).name[:60]
+        return proposal, proposal
 
-    def start(path, nm, lk, lg):
+    def start(path, nm, last, lk, lg):
+        """Import under the name the box shows once this returns: a typed one as typed; an empty or
+        suggested one as the folder's name (the click can come before the folder's blur did)."""
         path, nm = (path or "").strip(), (nm or "").strip()
         if not path:
-            return t("models.folder_first", lg), None
+            return t("models.folder_first", lg), None, gr.skip(), last
+        if not nm or nm == (last or ""):
+            nm = last = suggest(path, "", "")[0]
         try:
             info = imports.inspect(path)  # the folder's problems at once, not in a failed job
-            return inspect_report(info, lg), imports.submit(path, nm, link=bool(lk))
+            return inspect_report(info, lg), imports.submit(path, nm, link=bool(lk)), nm, last
         except jobs.Refused as e:
-            return t("error.prefix", lg) + refusal(e, lg), None
+            return t("error.prefix", lg) + refusal(e, lg), None, nm, last
         except (OSError, ValueError) as e:
-            return t("error.prefix", lg) + str(e), None
+            return t("error.prefix", lg) + str(e), None, nm, last
 
     folder.submit(check, inputs=[folder, lang], outputs=report)
-    folder.blur(suggest, inputs=folder, outputs=name, show_progress="hidden")
+    folder.blur(suggest, inputs=[folder, name, suggested], outputs=[name, suggested], show_progress="hidden")
     inspect_btn.click(check, inputs=[folder, lang], outputs=report)
-    import_btn.click(start, inputs=[folder, name, link, lang], outputs=[report, started]).then(
+    import_btn.click(start, inputs=[folder, name, suggested, link, lang], outputs=[report, started, name, suggested]).then(
         panel.follow, inputs=[started, lang], outputs=[panel.job, *panel.outputs])
     ctx.picker(tab, lambda lg: models_table(lg), [lang], [table])
     ctx.relocalize.append((lambda lg: models_table(lg), [lang], [table]))

@@ -75,8 +75,8 @@ def report_parts(rep: dict, lang: str) -> tuple[str, object, object]:
 
 def job_result(info: dict, lang: str) -> list:
     rep = info.get("result")
-    if not rep:
-        return [gr.skip(), gr.skip(), gr.skip(), None, gr.update(interactive=False)]
+    if not rep:  # a new (or failed) job: the last job's report and charts are not its results
+        return ["", None, None, None, gr.update(interactive=False)]
     html, fs, fq = report_parts(rep, lang)
     return [html, fs, fq, rep["out"], gr.update(interactive=True)]
 
@@ -118,33 +118,53 @@ def build_quantize_tab(ctx, chat_model):
         result = gr.State(None)
         to_chat_tab = gr.Textbox(visible=False)  # set by "open in Chat": the page then shows the Chat tab
         started = gr.State(None)
+        suggested = gr.State([])  # the names this tab suggested, newest last: a name typed over them is kept
         panel = JobPanel(ctx, "quantize", "quant", [report, plot_size, plot_quality, result, open_chat], job_result)
     lang = ctx.lang
 
-    def suggest(m, p):
-        return f"{Path(m).parent.name if Path(m).name == 'output' else Path(m).name}-{p}"[:60] if m and p else gr.skip()
+    def proposal(m, p) -> str:
+        return f"{Path(m).parent.name if Path(m).name == 'output' else Path(m).name}-{p}"[:60] if m and p else ""
 
-    def start(m, p, dt, st, lim, nm, lg):
+    def typed(nm, seen) -> bool:
+        """The box holds a name the user typed: neither empty nor one this tab suggested."""
+        return bool((nm or "").strip()) and (nm or "").strip() not in (seen or [])
+
+    def suggest(m, p, nm, seen):
+        """A name from model + preset, unless one was typed; the suggestion is remembered."""
+        new = proposal(m, p)
+        if not new or typed(nm, seen):
+            return gr.skip(), seen
+        return new, [*(seen or [])[-19:], new]
+
+    def start(m, p, dt, st, lim, nm, seen, lg):
+        """The job writes the name the box shows once this returns: a typed name as typed; a suggested
+        (or empty) one as suggested for the model and preset picked at the click, even when the click
+        came before the suggestion for that pick did."""
         if not m or not p:
-            return t("quant.pick_first", lg), None
+            return t("quant.pick_first", lg), None, gr.skip(), seen
+        own = typed(nm, seen)
+        nm = (nm or "").strip() if own else proposal(m, p)
+        seen = seen if own or nm in (seen or []) else [*(seen or [])[-19:], nm]
         try:
-            return "", pipeline.submit(m, p, nm, data=dt or None, calib_steps=int(st or 0) or None,
-                                       eval_limit=int(lim if lim is not None else 32))
+            job = pipeline.submit(m, p, nm, data=dt or None, calib_steps=int(st or 0) or None,
+                                  eval_limit=int(lim if lim is not None else 32))
         except jobs.Refused as e:
-            return t("error.prefix", lg) + refusal(e, lg), None
+            return t("error.prefix", lg) + refusal(e, lg), None, nm, seen
+        return "", job, nm, seen
 
     def to_chat(out):
         from studio.tabs.chat import model_choices as chat_choices
 
         return gr.update(choices=chat_choices(), value=f"model:{out}"), f"{out} {time.time()}"
 
-    def read_config(f, m, nm, lg):
-        """The uploaded file's plan; the model picked above stands in when the file's is not here."""
+    def read_config(f, m, seen, lg):
+        """The uploaded file's plan; the model picked above stands in when the file's is not here. The
+        file's own output_dir names the result: it fills the name box (a name typed after this wins)."""
         if not f:
-            return "", None, gr.update(interactive=False)
-        plan = pipeline.plan_from_paddlenlp(f, name=nm or None)
+            return "", None, gr.update(interactive=False), gr.skip(), seen
+        plan = pipeline.plan_from_paddlenlp(f)
         if m and any(p["field"] == "model_name_or_path" for p in plan["problems"]):
-            plan = pipeline.plan_from_paddlenlp(f, model=m, name=nm or None)
+            plan = pipeline.plan_from_paddlenlp(f, model=m)
         lines = []
         if plan.get("preset"):
             pr = plan["preset"]
@@ -152,26 +172,32 @@ def build_quantize_tab(ctx, chat_model):
                            batch=pr.get("batch_size", "-"), name=plan["name"]))
         lines += [f"- {t('quant.config_note', lg)}: {n}" for n in plan.get("notes", [])]
         lines += [f"- **{t('quant.config_problem', lg)}:** {p['message']}" for p in plan.get("problems", [])]
-        return "\n".join(lines), (plan if plan["ok"] else None), gr.update(interactive=plan["ok"])
+        out = plan.get("name") or ""
+        return ("\n".join(lines), (plan if plan["ok"] else None), gr.update(interactive=plan["ok"]),
+                out or gr.skip(), [*(seen or [])[-19:], out] if out else seen)
 
-    def start_config(plan, lim, lg):
+    def start_config(plan, lim, nm, seen, lg):
+        """The plan's run under the file's output_dir name, or under a name typed after the upload;
+        the box then shows the name written."""
         if not plan:
-            return t("quant.pick_first", lg), None
+            return t("quant.pick_first", lg), None, gr.skip()
+        out = (nm or "").strip() if typed(nm, seen) else plan["name"]
         try:
-            return "", pipeline.submit(plan["model"], plan["preset"], plan["name"], data=plan["data"],
-                                       eval_limit=int(lim if lim is not None else 32))
+            return "", pipeline.submit(plan["model"], plan["preset"], out, data=plan["data"],
+                                       eval_limit=int(lim if lim is not None else 32)), out
         except jobs.Refused as e:
-            return t("error.prefix", lg) + refusal(e, lg), None
+            return t("error.prefix", lg) + refusal(e, lg), None, out
 
-    cfg_file.change(read_config, inputs=[cfg_file, model, name, lang], outputs=[cfg_plan_md, cfg_plan, cfg_start],
-                    show_progress="hidden")
-    cfg_start.click(start_config, inputs=[cfg_plan, limit, lang], outputs=[note, started]).then(
+    cfg_file.change(read_config, inputs=[cfg_file, model, suggested, lang],
+                    outputs=[cfg_plan_md, cfg_plan, cfg_start, name, suggested], show_progress="hidden")
+    cfg_start.click(start_config, inputs=[cfg_plan, limit, name, suggested, lang], outputs=[note, started, name]).then(
         panel.follow, inputs=[started, lang], outputs=[panel.job, *panel.outputs])
     preset.change(preset_text, inputs=preset, outputs=desc, show_progress="hidden")
-    model.change(suggest, inputs=[model, preset], outputs=name, show_progress="hidden")
+    model.change(suggest, inputs=[model, preset, name, suggested], outputs=[name, suggested], show_progress="hidden")
     model.change(verify_warning, inputs=[model, lang], outputs=note, show_progress="hidden")
-    preset.change(suggest, inputs=[model, preset], outputs=name, show_progress="hidden")
-    run.click(start, inputs=[model, preset, data, steps, limit, name, lang], outputs=[note, started]).then(
+    preset.change(suggest, inputs=[model, preset, name, suggested], outputs=[name, suggested], show_progress="hidden")
+    run.click(start, inputs=[model, preset, data, steps, limit, name, suggested, lang],
+              outputs=[note, started, name, suggested]).then(
         panel.follow, inputs=[started, lang], outputs=[panel.job, *panel.outputs])
     ctx.go_to(open_chat.click(to_chat, inputs=result, outputs=[chat_model, to_chat_tab]), "chat", to_chat_tab)
 
