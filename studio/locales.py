@@ -995,6 +995,9 @@ TEXT.update({
     "runs.ctl_waiting": {"en": "{what}: waiting for the next step", "zh": "{what}：等待下一步"},
     "runs.ctl_not_running": {"en": "the run is {state}: only a running run takes {action}",
                              "zh": "该运行当前{state}：只有运行中的训练才能执行 {action}"},
+    "runs.ctl_multi_node": {"en": "run {run} spans several machines: steering reaches only this machine's ranks, so it "
+                                  "is refused (stop it, or wait for its own checkpoints)",
+                            "zh": "运行 {run} 跨多台机器：控制请求只能到达本机的进程，因此不予执行（可停止它，或等待它自己的检查点）"},
     "runs.ctl_bad_lr": {"en": "learning rate {value!r}: expected a number above 0 and below 10",
                         "zh": "学习率 {value!r}：应为大于 0、小于 10 的数"},
     "runs.ctl_unknown_action": {"en": "{action!r}: expected save, eval, stop-after-eval, stop-and-save or lr=X",

@@ -168,3 +168,16 @@ def test_early_stopping_ends_a_two_rank_run_whose_eval_loss_stops_improving(ws, 
     stop = control.history(d)
     assert any(r.get("action") == "early-stopping" and r["applied_step"] == 6 for r in stop), stop
     assert (d / "output" / "studio_model.json").is_file()  # the model was saved as at a normal end
+
+
+def test_steering_a_run_over_several_machines_is_refused(workspace_home):
+    """The control file is read in each machine's run folder: other nodes would never see a request."""
+    from core import workspace
+
+    d = workspace.runs_dir() / "mn"
+    d.mkdir(parents=True)
+    (d / "studio.json").write_text(json.dumps({"parallel": {"nproc": 1, "nnodes": 2}, "nodes": [{"name": "n1"}]}))
+    (d / "status.json").write_text(json.dumps({"state": "running"}))
+    with pytest.raises(control.ControlError, match="spans several machines") as e:
+        runs.control_run("mn", "save")
+    assert e.value.code == "multi_node" and not (d / control.REQUESTS).exists()

@@ -685,6 +685,14 @@ def _max_steps(d: Path) -> int:
 def control_run(run_id: str, spec: str) -> dict:
     """Steer a running run (core.train.control): save, eval, stop-after-eval, stop-and-save or lr=X."""
     d = run_dir(run_id)
+    meta = read_json(d / "studio.json", {}) or {}
+    par = meta.get("parallel") or {}
+    if meta.get("nodes") or par.get("nodes") or int(par.get("nnodes") or 1) > 1:
+        # the control file is read in the run folder of each machine: the other nodes' ranks would never
+        # see a request, and rank 0 alone saving or stopping would leave them waiting in a collective
+        raise control.ControlError("multi_node", f"run {run_id} spans several machines: steering reaches only this "
+                                   "machine's ranks, so it is refused (stop it, or wait for its own checkpoints)",
+                                   run=run_id)
     req = control.request(d, spec, state=status(d).get("state"))
     _history(d, {"action": "control", "request": req["action"], **({"value": req["value"]} if "value" in req else {}),
                  "id": req["id"]})
