@@ -1057,6 +1057,9 @@ class _KeepTerminateOverPaddle:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    from core.system import quiet_import_warnings
+
+    quiet_import_warnings()  # every verb and job starts here
     import signal
 
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:

@@ -54,3 +54,16 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+# Two warnings `import paddle` prints on every start, about its own build, that say nothing to a
+# studio user and filled every job log, training log and CLI answer.
+IMPORT_NOISE = (r"No ccache found", r"Setuptools is replacing distutils")
+
+
+def quiet_import_warnings() -> None:
+    """Filter IMPORT_NOISE (call before paddle is imported: the CLI's main, the training entry)."""
+    import warnings
+
+    for text in IMPORT_NOISE:
+        warnings.filterwarnings("ignore", message=text)

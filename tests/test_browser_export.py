@@ -3,11 +3,12 @@
 Chat" loads the static folder in the Chat tab, whose answer is Paddle Inference's own."""
 
 import json
+import os
 import time
 
 import pytest
 
-from tests.browser import Studio, launch_browser, wait_text
+from tests.browser import ROOT, Studio, launch_browser, wait_text
 from tests.conftest import link_demo
 from tests.test_browser_chat_quantize import serve_workers
 from tests.test_browser_journey import pick
@@ -46,6 +47,8 @@ def test_export_from_the_page_and_chat_with_it(tmp_path, demo_home):
             assert page.locator("#export-name textarea, #export-name input").first.input_value() == "demo-base-static"
             page.locator("#export-run").click()
             wait_text(page.locator("#export-summary"), "Exported to", 180)
+            if os.environ.get("STUDIO_SCREENSHOTS"):
+                page.screenshot(path=str(ROOT / "assets" / "export-tab.png"), full_page=True)
             assert (home / "models" / "demo-base-static" / "studio_model.json").is_file()
             page.locator("#export-open-chat").click()
             wait_text(page.locator("#chat-status"), "is not loaded", 30)

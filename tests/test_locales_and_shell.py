@@ -251,3 +251,15 @@ def test_a_workspace_that_cannot_be_reconciled_is_said_once(monkeypatch, capsys)
     r.step()
     r.step()
     assert "disk is full" in capsys.readouterr().err
+
+
+def test_paddles_build_warnings_are_not_in_cli_answers(tmp_path):
+    """`import paddle` warns about its own build (no ccache, setuptools over distutils) on every start;
+    a verb that imports paddle says none of it."""
+    import os
+
+    r = subprocess.run([sys.executable, "-m", "core.cli", "demo", "init", "--family", "qwen", "--out", str(tmp_path / "m")],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PADDLE_STUDIO_HOME": str(tmp_path / "ws")})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "ccache" not in r.stderr and "distutils" not in r.stderr, r.stderr[-2000:]

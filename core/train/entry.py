@@ -21,6 +21,9 @@ if __package__ in (None, ""):  # run as a script by paddle.distributed.launch
     # replace it with the repository root so `core` imports as a package.
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 
+from core.system import quiet_import_warnings  # noqa: E402
+
+quiet_import_warnings()  # before paddle is imported: its build warnings filled every training log
 from core.data import templates  # noqa: E402
 from core.train import checkpoints, control  # noqa: E402
 from core.train.config import config_value, model_family  # noqa: E402
