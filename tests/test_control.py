@@ -61,6 +61,7 @@ def test_save_lr_and_stop_and_save_on_two_ranks(ws, tmp_path, monkeypatch):
     logged = {x["step"]: x["lr"] for x in metrics(d) if "lr" in x}
     before, after = logged[at - 1], logged[at + 1]
     assert before > 1e-4 and after < 1.1e-5, (before, after)  # 3e-4 x (1 - s/400) before, 1e-5 x (...) after
+    _monitor_samples(d)  # what the run costs, sampled by its supervisor meanwhile
     # stop and save: the run ends "stopped", with the checkpoint of the step it stopped at
     stop = runs.control_run(run_id, "stop-and-save")
     wait_for(lambda: runs.status(run_id)["state"] not in runs.ACTIVE, 120, 0.2)
@@ -70,6 +71,9 @@ def test_save_lr_and_stop_and_save_on_two_ranks(ws, tmp_path, monkeypatch):
     assert runs.last_checkpoint(d).name == f"checkpoint-{n}" and n < 400
     assert "ccache" not in (d / "log" / "workerlog.0").read_text(errors="replace")  # paddle's build warnings filtered
     wait_for(lambda: not processes_of(d), 20, 0.2)
+    from core.train import monitor
+
+    assert monitor.read(d)  # the samples are still there after the run
     hist = json.loads(cli("runs", "control", run_id, "history", "--json", ws=ws).stdout)["control"]
     assert [h["action"] for h in hist] == ["save", "lr", "stop-and-save"] and all("applied_step" in h for h in hist)
     r = cli("runs", "control", run_id, "save", ws=ws)
@@ -107,36 +111,26 @@ def test_more_epochs_on_a_run_bounded_by_max_steps_adds_an_epochs_worth_of_steps
     assert json.loads((d / "config.json").read_text())["max_steps"] == 170
 
 
-def test_the_supervisor_samples_what_a_two_rank_run_costs(ws, tmp_path, monkeypatch):
-    """resources.jsonl in the run folder: every rank and the launcher with CPU and PSS, the machine's
-    CPU, memory and free disk; the run's PSS within 10 % of /proc/PID/smaps_rollup read meanwhile."""
+def _monitor_samples(d):
+    """resources.jsonl of the running 2-rank run: every rank and the launcher with CPU and PSS, the
+    machine's CPU, memory and free disk; the run's PSS within 10 % of /proc/PID/smaps_rollup read now."""
     from core.train import monitor
 
-    monkeypatch.setenv("PADDLE_STUDIO_HOME", str(ws))
-    cfg = small_config(ws, tmp_path / "mon.json", max_steps=400, logging_steps=1)
-    run_id = start(ws, cfg, {}, "--nproc", "2")
-    d = runs.run_dir(run_id)
-    try:
-        wait_for(lambda: last_step(d) >= 2, 180, 0.2)
-        n0 = len(monitor.read(d))
-        recs = wait_for(lambda: (lambda r: r if len(r) >= n0 + 2 else None)(monitor.read(d)), 60, 0.5)
-        last = recs[-1]
-        roles = sorted(p["role"] for p in last["procs"])
-        assert roles.count("launcher") == 1 and {"rank 0", "rank 1"} <= set(roles), roles
-        assert all(p["pss_mib"] > 50 and p["pss_mib"] <= p["rss_mib"] for p in last["procs"] if p["role"].startswith("rank"))
-        m = last["machine"]
-        assert 0 <= m["cpu"] <= 100 and m["mem_total_mib"] > m["mem_available_mib"] > 0 and m["disk_free_mib"] > 0
-        # PSS (shared pages counted once) against the kernel's own sums, read now for the same processes
-        direct = sum(monitor.smaps_pss_mib(p["pid"]) or 0 for p in last["procs"])
-        assert abs(direct - last["run_pss_mib"]) <= 0.10 * direct, (direct, last["run_pss_mib"])
-        assert last["run_pss_mib"] < last["run_rss_sum_mib"]  # RSS sums count the ranks' shared libraries twice
-        s = monitor.summary(d)
-        print(f"\nmonitor: {s['samples']} samples, peak PSS {s['peak_pss_mib']:.0f} MiB (RSS sum "
-              f"{last['run_rss_sum_mib']:.0f} MiB), mean CPU {s['mean_cpu']:.0f} %")
-    finally:
-        runs.stop(run_id)
-        wait_for(lambda: not processes_of(d), 30, 0.2)
-    assert monitor.read(d)  # still there after the run
+    n0 = len(monitor.read(d))
+    recs = wait_for(lambda: (lambda r: r if len(r) >= n0 + 2 else None)(monitor.read(d)), 60, 0.5)
+    last = recs[-1]
+    roles = sorted(p["role"] for p in last["procs"])
+    assert roles.count("launcher") == 1 and {"rank 0", "rank 1"} <= set(roles), roles
+    assert all(p["pss_mib"] > 50 and p["pss_mib"] <= p["rss_mib"] for p in last["procs"] if p["role"].startswith("rank"))
+    m = last["machine"]
+    assert 0 <= m["cpu"] <= 100 and m["mem_total_mib"] > m["mem_available_mib"] > 0 and m["disk_free_mib"] > 0
+    # PSS (shared pages counted once) against the kernel's own sums, read now for the same processes
+    direct = sum(monitor.smaps_pss_mib(p["pid"]) or 0 for p in last["procs"])
+    assert abs(direct - last["run_pss_mib"]) <= 0.10 * direct, (direct, last["run_pss_mib"])
+    assert last["run_pss_mib"] < last["run_rss_sum_mib"]  # RSS sums count the ranks' shared libraries twice
+    s = monitor.summary(d)
+    print(f"\nmonitor: {s['samples']} samples, peak PSS {s['peak_pss_mib']:.0f} MiB (RSS sum "
+          f"{last['run_rss_sum_mib']:.0f} MiB), mean CPU {s['mean_cpu']:.0f} %")
 
 
 def test_early_stopping_ends_a_two_rank_run_whose_eval_loss_stops_improving(ws, tmp_path, monkeypatch):

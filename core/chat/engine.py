@@ -760,6 +760,11 @@ class ChatEngine:
             except ChatError as e:
                 raise ChatError(f"conversations[{i}]: {e.message}", f"conversations[{i}].{e.param}", e.code) from e
         out: list[dict] = []
+        if self.static is None:
+            from core.models.evaluate import unpadded_only
+
+            if unpadded_only(self.model):  # GPT's generate attends the padding of a batch: one at a time
+                batch_size = 1
         for i in range(0, len(prompts), batch_size):
             chunk = prompts[i:i + batch_size]
             max_new = self._max_new(max(len(x) for x in chunk), p)

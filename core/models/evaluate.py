@@ -142,11 +142,24 @@ def padded_positions_matter(model) -> bool:
     return bool(fam.get("generate_position_ids"))
 
 
+def unpadded_only(model) -> bool:
+    """Whether the family's generation ignores the padding mask (its preset's ``generate_unpadded``
+    says why): such prompts are generated one at a time."""
+    from core.train.config import family_of_type
+
+    inner = getattr(model, "model", model)
+    cfg = getattr(inner, "config", None) or getattr(model, "config", None)
+    return bool((family_of_type(getattr(cfg, "model_type", "") or "") or {}).get("generate_unpadded"))
+
+
 def generate(model, tokenizer, template, conversations: list[list[dict]], max_new_tokens=64, batch_size=32,
              src_length: int | None = None) -> list[str]:
     """Greedy answers for conversations that end with a user message (batched, left padded)."""
     import numpy as np
     import paddle
+
+    if unpadded_only(model):  # GPT: a padded batch would attend its padding
+        batch_size = 1
 
     prompts = [templates.prompt_ids(tokenizer, template, c, src_length) for c in conversations]
     own_positions = padded_positions_matter(model)
