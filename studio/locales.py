@@ -572,6 +572,24 @@ TEXT: dict[str, dict[str, str]] = {
 }
 
 
+def _merge_feature_texts() -> None:
+    """Add each studio/texts/<feature>.py TEXT (a key defined twice is an error, not an overwrite)."""
+    import importlib
+    import pkgutil
+
+    import studio.texts as pkg
+
+    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
+        mod = importlib.import_module(f"studio.texts.{info.name}")
+        twice = set(TEXT) & set(mod.TEXT)
+        if twice:
+            raise KeyError(f"studio/texts/{info.name}.py defines keys studio.locales already has: {sorted(twice)}")
+        TEXT.update(mod.TEXT)
+
+
+_merge_feature_texts()
+
+
 def t(key: str, lang: str = "en", /, **params) -> str:
     """The text for ``key`` in ``lang`` with ``params`` filled in; the key itself if unknown. Both
     positional only: a check's own ``key`` parameter (cpu_refused, kto_ignored_key) is a param."""
