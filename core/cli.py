@@ -275,6 +275,32 @@ def _quantization_file(path: str) -> bool:
         return False
 
 
+def _dry_run(cfg, steps: int, as_json: bool) -> int:
+    """Train ``steps`` steps of ``cfg`` as a run of its own and wait for it; 0 when it succeeded."""
+    import time
+
+    from core.train import estimate, runs
+
+    if steps < 1:
+        print("--steps must be at least 1", file=sys.stderr)
+        return 2
+    run_id = estimate.dry_run(cfg, steps)
+    if not as_json:
+        print(f"dry run {run_id}: {steps} steps ...", flush=True)
+    try:
+        while (st := runs.status(run_id))["state"] in runs.ACTIVE:
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        runs.stop(run_id)
+        print(f"dry run {run_id} stopped", file=sys.stderr)
+        return 130
+    if st["state"] != "succeeded":
+        print(f"dry run {run_id} {st['state']}: {st.get('reason') or ''} (paddle-studio runs log {run_id})",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
 def cmd_config_check(a) -> int:
     from core.train import config
 
@@ -294,6 +320,10 @@ def cmd_config_check(a) -> int:
     problems = config.check(cfg)
     from core.train import estimate
 
+    if a.dry_run and not problems:
+        dry = _dry_run(cfg, a.steps, a.json)
+        if dry:
+            return dry
     est = estimate.estimate(cfg) if not problems else None  # will it fit? (calibrated by this machine's runs)
     if a.json:
         _print_json({"ok": not problems, "problems": [{**p, "message": config.check_message(p)} for p in problems],
@@ -304,9 +334,10 @@ def cmd_config_check(a) -> int:
         print("ok" if not problems else f"{len(problems)} problem(s)")
         if est:
             secs = f"{est['seconds']:.0f} s" if est["seconds"] is not None else "?"
+            by = f"its dry run {est['dry_run']}" if est.get("dry_run") else f"{est['calibrated_runs']} run(s)"
             print(f"estimate: {est['per_process_mib']:.0f} MiB per process ({est['total_mib']:.0f} MiB in all, "
                   f"{est['free_mib']:.0f} MiB free), {secs} for {est['steps'] or '?'} steps; calibrated by "
-                  f"{est['calibrated_runs']} run(s)" + ("" if est["fits_memory"] else "; DOES NOT FIT the free memory"))
+                  f"{by}" + ("" if est["fits_memory"] else "; DOES NOT FIT the free memory"))
     return 0 if not problems else 1
 
 
@@ -831,6 +862,10 @@ def build_parser() -> argparse.ArgumentParser:
     cc = cfg.add_parser("check", help="report every problem of a config without running it")
     cc.add_argument("config", help="PaddleNLP argument JSON, a presets/runs/*.json file or a preset name")
     cc.add_argument("--json", action="store_true")
+    cc.add_argument("--dry-run", action="store_true",
+                    help="first train the config for --steps steps (a run of its own, no evaluation, no checkpoint) "
+                         "and calibrate the estimate by what it measured")
+    cc.add_argument("--steps", type=int, default=20, help="steps of the dry run (default 20)")
     cc.set_defaults(func=cmd_config_check)
 
     t = sub.add_parser("train", help="launch a run (paddle.distributed.launch)")

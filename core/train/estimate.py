@@ -41,29 +41,104 @@ def model_shape(model_dir: str | Path) -> dict:
     return {"parameters": n, "hidden": h, "layers": layers, "vocab": vocab, "intermediate": inter}
 
 
+ADAPTERS = ("lora", "qlora", "prefix", "vera", "lokr", "reft")
+
+
+def adapter_of(m) -> str | None:
+    """What the optimizer trains besides full weights: the method's adapter (DPO and KTO train LoRA
+    unless dpo_lora / kto_lora is off), or None for a full fine-tune."""
+    if m.method in ADAPTERS:
+        return m.method
+    if m.method == "dpo" and getattr(m, "dpo_lora", False) or m.method == "kto" and getattr(m, "kto_lora", False):
+        return "lora"
+    return None
+
+
 def trainable(method: str, shape: dict, m) -> int:
-    """What the optimizer updates: every weight (full), or the adapter's."""
-    h, layers = shape["hidden"], shape["layers"]
-    if method in ("sft", "pretrain", "dpo", "kto") and not getattr(m, "lora", False):
+    """What the optimizer updates: every weight (a full fine-tune), or the adapter's."""
+    h, layers, inter = shape["hidden"], shape["layers"], shape["intermediate"]
+    kind = adapter_of(m)
+    if kind is None:
         return shape["parameters"]
-    if method == "prefix":
+    if kind == "prefix":
         return int(getattr(m, "num_prefix_tokens", 64)) * layers * 2 * h
+    if kind == "vera":
+        return layers * 7 * (int(getattr(m, "vera_rank", 8) or 8) + h)  # two scaling vectors a projection
+    if kind == "lokr":
+        return layers * 7 * 2 * int(getattr(m, "lokr_dim", 8) or 8) ** 2 + layers * 7 * (h + inter)
+    if kind == "reft":
+        return layers * 2 * int(getattr(m, "reft_rank", 8) or 8) * h
     rank = int(getattr(m, "lora_rank", 8) or 8)
-    return layers * 7 * rank * (h + shape["intermediate"])  # attention and MLP projections of every layer
+    return layers * rank * (4 * 2 * h + 3 * (h + inter))  # q, k, v, o and the three MLP projections of every layer
 
 
-def guess(cfg, shape: dict, world: int) -> dict:
-    """The uncalibrated figures: MiB per process, seconds per step."""
-    tr, d, m = cfg.training, cfg.data, cfg.method
+_LENGTHS: dict = {}
+
+
+def seq_lengths(cfg, limit: int = 2000) -> dict:
+    """The sequence lengths training will see: ``peak`` (the longest example, cut to max_length:
+    what the biggest batch pads to) and ``batch_mean`` (the expected longest of a micro-batch: what
+    an average batch pads to), from the dataset's own token lengths (core.data.datasets.token_stats:
+    template, system prompt and EOS included). Packed (zero_padding) and raw-text runs fill
+    max_length. ``source`` says which; max_length when the dataset cannot be read."""
+    d, tr = cfg.data, cfg.training
+    max_len = max(int(d.max_length), 1)
+    full = {"peak": max_len, "batch_mean": float(max_len), "source": "max_length"}
+    ds = d.dataset_name_or_path
+    if d.zero_padding or not ds or cfg.method.method == "pretrain":
+        return {**full, "source": "packed" if d.zero_padding or cfg.method.method == "pretrain" else "max_length"}
+    from core.data import datasets
+
+    try:
+        path = Path(ds)
+        files = datasets.resolve_files(path).get("train", []) if path.is_dir() else [path]
+        if not files:
+            return full
+        f = Path(files[0])
+        tok_dir = cfg.model.tokenizer_name_or_path or cfg.model.model_name_or_path
+        key = (str(f), f.stat().st_mtime_ns, str(tok_dir), d.chat_template, int(d.src_length), max_len)
+        hist = _LENGTHS.get(key)
+        if hist is None:
+            kw = {} if d.chat_template is None else {"chat_template": d.chat_template}
+            st = datasets.token_stats(f, tok_dir, int(d.src_length), max_len, limit=limit, bins=64, **kw)
+            hist = _LENGTHS[key] = st["total"]
+    except Exception:  # noqa: BLE001 - a dataset the check reports, a tokenizer that fails: max_length stands
+        return full
+    counts, edges = hist["counts"], hist["edges"]
+    total = sum(counts) or 1
+    micro = max(int(tr.per_device_train_batch_size), 1) * (2 if cfg.method.method in ("dpo", "kto") else 1)
+    mean, cdf_prev = 0.0, 0.0
+    for i, c in enumerate(counts):  # E[max of `micro` draws] over the histogram, each bin at its upper edge
+        cdf = cdf_prev + c / total
+        mean += min(edges[i + 1], max_len) * (cdf ** micro - cdf_prev ** micro)
+        cdf_prev = cdf
+    peak = min(int(math.ceil(edges[-1])), max_len)
+    return {"peak": max(peak, 1), "batch_mean": max(mean, 1.0), "source": "dataset"}
+
+
+def guess(cfg, shape: dict, world: int, lengths: dict | None = None) -> dict:
+    """The uncalibrated figures: MiB per process, seconds per optimizer step. ``world`` processes:
+    sharding splits the optimizer's moments (stage 1) and gradients (stage 2), tensor and pipeline
+    parallelism the weights, between them."""
+    tr, p, m = cfg.training, cfg.parallel, cfg.method
     n, t = shape["parameters"], trainable(m.method, shape, m)
+    lengths = lengths or seq_lengths(cfg)
     micro = max(int(tr.per_device_train_batch_size), 1)
-    seq = max(int(d.max_length), 1)
-    acts = micro * seq * (shape["hidden"] * shape["layers"] * 34 + shape["vocab"] * 3) * 4  # fp32 activations + logits
+    rows = micro * (2 if m.method in ("dpo", "kto") else 1)  # preferred and rejected (or KL) sequences
+    acts = rows * lengths["peak"] * (shape["hidden"] * shape["layers"] * 34 + shape["vocab"] * 3) * 4
     bf = 2 if getattr(tr, "bf16", False) or getattr(tr, "fp16", False) else 4
-    mib = BASE_MIB + (n * bf + t * (4 + 8)) / MIB + acts / MIB
-    tokens = micro * seq * max(int(tr.gradient_accumulation_steps), 1)
-    step_s = 6.0 * n * tokens / FLOPS_PER_S
-    return {"mib": mib, "step_s": step_s}
+    split = max(int(p.tensor_parallel_degree or 1) * int(p.pipeline_parallel_degree or 1), 1)
+    shard = max(int(p.sharding_parallel_degree or 1), 1) if p.sharding else 1
+    shard = min(shard, max(world, 1))
+    grads = t * 4 / (shard if p.sharding in ("stage2", "stage3") else 1)
+    moments = t * 8 / shard
+    reference = n * bf if m.method in ("dpo", "kto") and adapter_of(m) is None else 0  # a frozen copy
+    mib = BASE_MIB + (n * bf / split + grads + moments + reference) / MIB + acts / MIB
+    tokens = rows * lengths["batch_mean"] * max(int(tr.gradient_accumulation_steps), 1)
+    per_token = 6.0 if adapter_of(m) is None else 4.0  # adapters: no weight gradients of the frozen base
+    step_s = per_token * n / split * tokens / FLOPS_PER_S
+    return {"mib": mib, "step_s": step_s, "seq_peak": lengths["peak"], "seq_mean": lengths["batch_mean"],
+            "lengths_from": lengths["source"]}
 
 
 def planned_steps(cfg) -> int | None:
@@ -81,33 +156,91 @@ def planned_steps(cfg) -> int | None:
     return max(math.ceil(tr.num_train_epochs * max(batches // max(int(tr.gradient_accumulation_steps), 1), 1)), 1)
 
 
-def calibration() -> dict:
-    """Median measured/guessed ratios over the workspace's runs that have samples and speeds."""
+DRY_RUN_STEPS = 20
+# what a dry run changes of the config it measures: left out of the fingerprint that matches them
+_NOT_MEASURED = {("name",), ("training", "max_steps"), ("training", "num_train_epochs"),
+                 ("training", "evaluation_strategy"), ("training", "eval_steps"), ("training", "save_strategy"),
+                 ("training", "save_steps"), ("training", "save_total_limit"), ("training", "logging_steps"),
+                 ("parallel", "early_stopping_patience"), ("parallel", "early_stopping_threshold"),
+                 ("parallel", "stall_timeout")}
+
+
+def fingerprint(cfg) -> str:
+    """What decides a step's memory and time (model, data, method, batch, lengths, layout): equal for a
+    config and its dry run."""
+    import hashlib
+
+    d = cfg.to_dict()
+    flat = {f"{sec}.{k}": v for sec, vals in d.items() if isinstance(vals, dict) for k, v in vals.items()
+            if (sec, k) not in _NOT_MEASURED}
+    return hashlib.sha256(json.dumps(flat, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def measured(d: Path) -> dict | None:
+    """A run's own figures: its ranks' peak PSS (MiB, core.train.monitor) and median seconds per step."""
     from core.train import monitor, runs
+
+    recs = [r for r in monitor.read(d) if r.get("procs")]
+    peak = max((max((p["pss_mib"] for p in r["procs"] if p["role"].startswith("rank")), default=0) for r in recs),
+               default=0)
+    sps = [r["steps_per_sec"] for r in runs.read_metrics(d)[0] if r.get("steps_per_sec")]
+    if peak <= 0 and not sps:
+        return None
+    return {"peak_mib": peak or None, "step_s": 1.0 / statistics.median(sps) if sps else None}
+
+
+def _run_config(d: Path):
     from core.train.config import RunConfig
 
+    meta = json.loads((d / "studio.json").read_text(encoding="utf-8"))
+    cfg = RunConfig.from_paddlenlp(json.loads((d / "config.json").read_text(encoding="utf-8")))
+    cfg.parallel.nproc = int((meta.get("parallel") or {}).get("nproc") or 1)
+    return cfg, meta
+
+
+def calibration(cfg=None) -> dict:
+    """Measured/guessed ratios of memory and time. A finished dry run of ``cfg`` (same fingerprint)
+    gives them alone; otherwise the median over the workspace's runs that have samples and speeds."""
+    from core.train import runs
+
+    want = fingerprint(cfg) if cfg is not None else None
     mem, speed = [], []
-    for d in runs._run_dirs():
+    for d in runs.run_dirs():
         try:
-            recs = [r for r in monitor.read(d) if r.get("procs")]
-            if not recs:
+            m = measured(d)
+            if not m:
                 continue
-            meta = json.loads((d / "studio.json").read_text(encoding="utf-8"))
-            cfg = RunConfig.from_paddlenlp(json.loads((d / "config.json").read_text(encoding="utf-8")))
-            cfg.parallel.nproc = int((meta.get("parallel") or {}).get("nproc") or 1)
-            shape = model_shape(cfg.model.model_name_or_path)
-            world = max(int(cfg.parallel.world_size()), 1)
-            g = guess(cfg, shape, world)
-            peak = max(max((p["pss_mib"] for p in r["procs"] if p["role"].startswith("rank")), default=0) for r in recs)
-            if peak > 0:
-                mem.append(peak / g["mib"])
-            sps = [r["steps_per_sec"] for r in runs.read_metrics(d)[0] if r.get("steps_per_sec")]
-            if sps:
-                speed.append((1.0 / statistics.median(sps)) / g["step_s"])
+            rcfg, meta = _run_config(d)
+            g = guess(rcfg, model_shape(rcfg.model.model_name_or_path), max(int(rcfg.parallel.world_size()), 1))
+            ratios = ((m["peak_mib"] or 0) / g["mib"], (m["step_s"] or 0) / g["step_s"])
+            if want and meta.get("dry_run_of") == want and runs.status(d).get("state") == "succeeded":
+                return {"runs": 1, "mem": ratios[0] or 1.0, "time": ratios[1] or 1.0, "time_runs": 1,
+                        "dry_run": d.name}
+            if ratios[0]:
+                mem.append(ratios[0])
+            if ratios[1]:
+                speed.append(ratios[1])
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue
     return {"runs": len(mem), "mem": statistics.median(mem) if mem else 1.0,
-            "time": statistics.median(speed) if speed else 1.0, "time_runs": len(speed)}
+            "time": statistics.median(speed) if speed else 1.0, "time_runs": len(speed), "dry_run": None}
+
+
+def dry_run(cfg, steps: int = DRY_RUN_STEPS) -> str:
+    """Start ``steps`` steps of ``cfg`` as a run of its own (no evaluation, no checkpoint) whose
+    measured memory and step time then calibrate the estimate of ``cfg``; returns the run id."""
+    import copy
+
+    from core.train import runs
+
+    dry = copy.deepcopy(cfg)
+    dry.name = f"{cfg.name}-dry-run"
+    tr = dry.training
+    tr.max_steps, tr.evaluation_strategy, tr.save_strategy, tr.logging_steps = int(steps), "no", "no", 1
+    dry.parallel.early_stopping_patience = 0
+    run_id = runs.create(dry, meta={"dry_run_of": fingerprint(cfg), "dry_run_steps": int(steps)})
+    runs.start(run_id)
+    return run_id
 
 
 def estimate(cfg, calib: dict | None = None) -> dict | None:
@@ -121,7 +254,7 @@ def estimate(cfg, calib: dict | None = None) -> dict | None:
         return None
     world = max(int(cfg.parallel.world_size()), 1)
     local = max(int(cfg.parallel.nproc or 1), 1)
-    calib = calib if calib is not None else calibration()
+    calib = calib if calib is not None else calibration(cfg)
     g = guess(cfg, shape, world)
     per = g["mib"] * calib["mem"]
     steps = planned_steps(cfg)
@@ -135,6 +268,7 @@ def estimate(cfg, calib: dict | None = None) -> dict | None:
         disk_free = None
     saves = max(int(getattr(cfg.training, "save_total_limit", 1) or 1), 1) + 1
     return {"per_process_mib": per, "total_mib": per * local, "free_mib": free, "seconds": seconds, "steps": steps,
-            "parameters": shape["parameters"], "calibrated_runs": calib["runs"],
+            "parameters": shape["parameters"], "calibrated_runs": calib["runs"], "dry_run": calib.get("dry_run"),
+            "seq_peak": g["seq_peak"], "seq_mean": round(g["seq_mean"], 1), "lengths_from": g["lengths_from"],
             "fits_memory": per * local <= free, "disk_mib": ckpt * saves, "disk_free_mib": disk_free,
             "fits_disk": disk_free is None or ckpt * saves <= disk_free}

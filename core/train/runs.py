@@ -133,8 +133,9 @@ PATH_KEYS = ("model_name_or_path", "tokenizer_name_or_path", "dataset_name_or_pa
              "train_dataset_path", "dev_dataset_path")
 
 
-def create(cfg: RunConfig) -> str:
-    """Make the run directory (studio.json, config.json, command.txt, status.json=queued)."""
+def create(cfg: RunConfig, meta: dict | None = None) -> str:
+    """Make the run directory (studio.json, config.json, command.txt, status.json=queued); ``meta``
+    adds to studio.json (a dry run's ``dry_run_of``)."""
     d = workspace.new_dir(workspace.runs_dir(), f"{datetime.now():%Y%m%d-%H%M%S}-{_slug(cfg.name)}"[:60])
     run_id = d.name
     parallel = cfg.to_dict()["parallel"]
@@ -156,7 +157,7 @@ def create(cfg: RunConfig) -> str:
         {"run_id": run_id, "name": cfg.name, "method": cfg.method.method, "parallel": parallel,
          "device_key": device_key(parallel), "command": argv, "created": _now(),
          "versions": {k: info[k] for k in ("paddle", "paddlenlp", "gradio")}, "device": info["device"],
-         "history": []},
+         "history": [], **(meta or {})},
     )
     write_status(d, state="queued", created=_now())
     return run_id
@@ -178,7 +179,7 @@ def _queue_lock():
 
 
 def _busy(key: str, exclude: str | None = None) -> bool:
-    for d in _run_dirs():
+    for d in run_dirs():
         if d.name == exclude:
             continue
         meta = read_json(d / "studio.json", {}) or {}
@@ -222,7 +223,7 @@ def kick_queue(key: str) -> str | None:
         if _busy(key):
             return None
         queued = []
-        for d in _run_dirs():
+        for d in run_dirs():
             meta = read_json(d / "studio.json", {}) or {}
             st = read_json(d / "status.json", {}) or {}
             if meta.get("device_key") == key and st.get("state") == "queued":
@@ -708,7 +709,8 @@ def _history(d: Path, item: dict) -> None:
 # ---------------------------------------------------------------- reading back
 
 
-def _run_dirs() -> list[Path]:
+def run_dirs() -> list[Path]:
+    """Every run folder of the workspace, newest first."""
     root = workspace.runs_dir()
     if not root.is_dir():
         return []
@@ -782,7 +784,7 @@ def reconcile() -> list[str]:
     oldest queued run of every device set left idle, e.g. by a supervisor killed between its last
     status write and its queue kick. Returns the ids of the runs started."""
     keys = set()
-    for d in _run_dirs():
+    for d in run_dirs():
         st = status(d)
         if st.get("state") == "queued":
             keys.add((read_json(d / "studio.json", {}) or {}).get("device_key"))
@@ -798,7 +800,7 @@ def keep_warm() -> None:
 
 def list_runs() -> list[dict]:
     out = []
-    for d in _run_dirs():
+    for d in run_dirs():
         meta = read_json(d / "studio.json", {}) or {}
         records, _ = read_metrics(d)
         out.append({"run_id": d.name, "name": meta.get("name"), "created": meta.get("created"),

@@ -41,7 +41,7 @@ def runs_table(lang: str) -> str:
 def list_signature() -> tuple:
     """Changes whenever a run appears or any run's status or metrics change."""
     sig = []
-    for d in runs._run_dirs():
+    for d in runs.run_dirs():
         for f in ("status.json", "metrics.jsonl"):
             try:
                 st = (d / f).stat()
@@ -59,7 +59,7 @@ def table_and_signature(lang: str) -> tuple[str, tuple]:
 
 
 def run_ids() -> list[str]:
-    return [d.name for d in runs._run_dirs()]
+    return [d.name for d in runs.run_dirs()]
 
 
 def curve_figures(series: dict[str, list[dict]], lang: str, log_y: bool):
