@@ -250,6 +250,38 @@ def demo_banner(lang: str) -> dict:
     return {"value": "", "visible": False}
 
 
+LOAD_EVERY = 5.0  # the header's machine load: sampled at most this often, whoever asks
+_load: list = [0.0, None]  # (when, core.train.monitor.machine_now()) shared by the probe and the render
+
+
+def _machine() -> dict:
+    now = time.monotonic()
+    if _load[1] is None or now - _load[0] >= LOAD_EVERY - 0.5:
+        from core.train import monitor
+
+        _load[:] = [now, monitor.machine_now(workspace.home() if workspace.home().exists() else "/")]
+    return _load[1]
+
+
+def _load_signature() -> tuple:
+    m = _machine()
+    return (round(m["cpu"]), round(m["mem_used_mib"] / 100), round(m.get("disk_free_mib", 0) / 1024),
+            tuple((g["gpu"], round(g["mem_used_mib"] / 100), round(g["util"])) for g in m.get("gpus", [])))
+
+
+def machine_load(lang: str) -> str:
+    """The machine at a glance for the page header: CPU, memory, free disk of the workspace, GPUs."""
+    from studio.charts import num
+
+    m = _machine()
+    gpu = "".join(t("app.load_gpu", lang, i=g["gpu"], used=num(g["mem_used_mib"] / 1024, 3),
+                    total=num(g["mem_total_mib"] / 1024, 3), util=num(g["util"], 3)) for g in m.get("gpus", []))
+    text = t("app.load", lang, cpu=num(float(m["cpu"]), 3), cores=m["cores"], used=num(m["mem_used_mib"] / 1024, 3),
+             total=num(m["mem_total_mib"] / 1024, 3), disk=num((m.get("disk_free_mib") or 0) / 1024, 3)) + gpu
+    return (f"<span id='machine-load' data-cpu='{m['cpu']}' data-mem-used-mib='{m['mem_used_mib']}' "
+            f"data-mem-total-mib='{m['mem_total_mib']}'>{text}</span>")
+
+
 def _header(lang: str) -> str:
     info = system.info()
     missing = t("app.not_installed", lang)
@@ -282,6 +314,7 @@ def build_app(lang: str = "en") -> gr.Blocks:
             )
         ctx = Ctx(lang=lang_radio, initial_lang=lang)
         ctx.tr(lang_radio, "app.language")
+        load_line = gr.HTML(machine_load(lang), elem_id="machine-load-box")
         demo_line = gr.Markdown(**demo_banner(lang), elem_id="demo-banner")
         # refreshed with the pickers (one timer for both: every tick of any event costs the page a
         # walk of its loading statuses), on page load and after a language switch
@@ -298,7 +331,9 @@ def build_app(lang: str = "en") -> gr.Blocks:
             build_quantize_tab(ctx, chat_model)
             build_export_tab(ctx, chat_model)
             build_jobs_tab(ctx)
-        watch_pickers(ctx)
+        ctx.relocalize.append((machine_load, [lang_radio], [load_line]))
+        watch_pickers(ctx, [View(_load_signature, [], lambda lg: [machine_load(lg)], [lang_radio], [load_line],
+                                 every=LOAD_EVERY)])
         gate_timers(ctx)
 
         comps = [c for c, _, _ in ctx.texts]
@@ -405,9 +440,10 @@ def tab_label_js(ctx: Ctx) -> str:
             " window.__studioTabsObserver.observe(bar, {subtree: true, childList: true, characterData: true}); } }")
 
 
-def watch_pickers(ctx: Ctx) -> None:
+def watch_pickers(ctx: Ctx, page_views: list = ()) -> None:
     """One probe per page compares the workspace's signature and, when it changed, refreshes every
-    picker (so what one tab, the CLI or a finishing job creates is offered everywhere at once)."""
+    picker (so what one tab, the CLI or a finishing job creates is offered everywhere at once).
+    ``page_views`` (the header's machine load) are watched in the same tick events, on every tab."""
     inputs, seen = [], set()
     for _, ins, _ in ctx.pickers:
         for c in ins:
@@ -437,8 +473,9 @@ def watch_pickers(ctx: Ctx) -> None:
     bare = [tab for tab, _ in ctx.tab_list if id(tab) not in ctx.watched_tabs()]
     timer = gr.Timer(WATCH_TICK, active=bool(ctx.tab_list) and ctx.tab_list[0][0] in bare)
     ctx.timers.append((bare, timer))
-    ctx.watches["pickers"] = [timer, gr.State(None), [(dataclasses.replace(view, every=0.0), WATCH_TICK)]]
-    ctx.wire_watches(also=[view])
+    ctx.watches["pickers"] = [timer, gr.State(None), [(dataclasses.replace(view, every=0.0), WATCH_TICK),
+                                                      *((v, v.every) for v in page_views)]]
+    ctx.wire_watches(also=[view, *page_views])
     ctx.on_load.append((lambda last, *v: refresh(last, *v, force=True), [sent, *inputs], [sent, *outputs]))
 
 

@@ -218,6 +218,16 @@ def test_studio_restart_reattaches_then_stop_and_compare(home, tmp_path):
             wait_until(lambda: len([p for p in run_processes(d) if "entry.py" in " ".join(p.cmdline())]) >= 3, 90)  # launcher + 2 ranks
             # what the run costs, sampled by its supervisor: memory as PSS, CPU, the machine's load
             wait_text(page.locator("#run-status"), "MiB PSS now", 60)
+            # ... drawn beside the loss: one point a sample (the run's PSS sum and CPU), from resources.jsonl
+            from core.train import monitor
+
+            wait_until(lambda: plotted(page, "run-resources").get("memory PSS (MiB)", 0) >= 2, 60)
+            drawn = plotted(page, "run-resources")
+            assert drawn["CPU %"] == drawn["memory PSS (MiB)"] <= len([r for r in monitor.read(d) if r.get("procs")])
+            # the header: the machine's load at a glance, on every tab
+            load = page.locator("#machine-load")
+            assert "machine: CPU" in load.inner_text() and "GiB free disk" in load.inner_text()
+            assert abs(float(load.get_attribute("data-mem-total-mib")) - psutil.virtual_memory().total / 2**20) < 1
             # steer it from the page: a checkpoint now, then stop and save; both ranks act on the same step
             from core.train import control
 

@@ -230,6 +230,22 @@ def resources_md(d, lang: str) -> str:
                        disk=num((m.get("disk_free_mib") or 0) / 1024)) + gpu
 
 
+def resources_figure(d, lang: str):
+    """The run's memory (its processes' PSS summed: shared pages once) and CPU over time, from its
+    supervisor's samples; GPU memory where nvidia-smi reported it. None without samples."""
+    recs = [r for r in monitor.read(d) if r.get("procs")]
+    if not recs:
+        return None
+    t0 = recs[0]["time"]
+    mem, cpu = t("runs.res_mem", lang), t("runs.res_cpu", lang)
+    series = {mem: [((r["time"] - t0) / 60, r["run_pss_mib"]) for r in recs],
+              cpu: [((r["time"] - t0) / 60, r["run_cpu"]) for r in recs]}
+    for r in recs:
+        for g in (r.get("machine") or {}).get("gpus", []):
+            series.setdefault(t("runs.res_gpu_mem", lang, i=g["gpu"]), []).append(((r["time"] - t0) / 60, g["mem_used_mib"]))
+    return line_figure(series, t("runs.res_chart", lang), t("runs.res_time", lang), "MiB", right=(cpu,))
+
+
 def snapshot(run_id: str | None, compare: str | None, view: dict | None, lang: str, force: bool = False,
              log_y: bool = False):
     """Outputs for the selected run(s), or None when nothing changed since ``view``."""
@@ -287,6 +303,13 @@ def snapshot(run_id: str | None, compare: str | None, view: dict | None, lang: s
     loss_fig, speed_fig = curve_figures(series, lang, log_y) if redraw else (gr.skip(), gr.skip())
     if not second:
         speed_fig = gr.skip()
+    # the resources chart: when the supervisor wrote a sample (every 5 s), at the second chart's pace
+    res_sig = sig[6]  # resources.jsonl (see _signature)
+    res_fig = gr.skip()
+    if force or (res_sig != view.get("res_sig") and (not active or now - view.get("res_drawn", 0.0) >= 2 * FIGURE_EVERY)):
+        fig = resources_figure(d, lang)
+        view["res_sig"], view["res_drawn"] = res_sig, now
+        res_fig = fig if fig is not None else (None if force else gr.skip())
     strip = cluster.strip(d)  # [] unless the run spans several machines
     out = {
         "status": status_markdown(run_id, st, p, lang) + resources_md(d, lang),
@@ -306,10 +329,10 @@ def snapshot(run_id: str | None, compare: str | None, view: dict | None, lang: s
     }
     # what the page already shows is not sent again (a re-sent value re-renders its component)
     view["sent"] = unsent(out, None if force else view.get("sent"))
-    return {"view": view, "plot": loss_fig, "speed": speed_fig, **out}
+    return {"view": view, "plot": loss_fig, "speed": speed_fig, "resources": res_fig, **out}
 
 
-OUT_KEYS = ["view", "status", "progress", "caption", "plot", "speed", "log", "config", "command", "diff", "stop", "resume",
+OUT_KEYS = ["view", "status", "progress", "caption", "plot", "speed", "resources", "log", "config", "command", "diff", "stop", "resume",
             "cont", "nodes", "node_pick", "doctor"]
 
 
@@ -377,6 +400,7 @@ def build_runs_tab(ctx, started):
         with gr.Row():
             plot = gr.Plot(elem_id="run-plot", show_label=False)
             speed = gr.Plot(elem_id="run-speed", show_label=False)
+            resources = gr.Plot(elem_id="run-resources", show_label=False)
         log = tr(gr.HTML(log_html(""), label=ctx.text("runs.log"), show_label=True, container=True,
                          elem_id="run-log"), "runs.log")
         with tr(gr.Accordion(ctx.text("runs.config"), open=False), "runs.config"):
@@ -388,7 +412,7 @@ def build_runs_tab(ctx, started):
         watch = ctx.watch_parts(TICK)
 
     lang = ctx.lang
-    outs = [view, status_md, progress, caption, plot, speed, log, cfg_json, command, diff, stop_btn, resume_btn, cont_btn,
+    outs = [view, status_md, progress, caption, plot, speed, resources, log, cfg_json, command, diff, stop_btn, resume_btn, cont_btn,
             nodes_box, node_pick, doctor_btn]
 
     def render(run_id, cmp, v, lg, ly, force=False):
