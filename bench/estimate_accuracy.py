@@ -3,8 +3,9 @@
 Trains 6 demo configs for real (methods x lengths x processes) in a scratch workspace, each to the
 end, its supervisor sampling PSS (core.train.monitor); then, for each, the estimate calibrated by
 the OTHER five (leave one out, as a new config meets the runs before it) against the run's own peak
-PSS per rank and its training time, as ratios. Goal: within +-25 % after calibration.
-Usage: python bench/estimate_accuracy.py [--steps 40] [--json]
+PSS per rank and its training time, as ratios; then each config again, estimated after a dry run of
+its own (estimate.dry_run, 20 steps). Goal: within +-25 % after calibration.
+Usage: python bench/estimate_accuracy.py [--steps 60] [--json]
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ CONFIGS = [  # (name, method, max_length, nproc)
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     home = Path(tempfile.mkdtemp(prefix="estimate-bench-"))
@@ -76,6 +77,16 @@ def main() -> int:
                      "mem_ratio": round(e["per_process_mib"] / peak, 3), "seconds": round(secs, 2),
                      "estimate_s": round(e["seconds"], 2), "time_ratio": round(e["seconds"] / secs, 3),
                      "calibrated_by": e["calibrated_runs"]})
+    # then "on request": a dry run of each config (estimate.DRY_RUN_STEPS steps, a run of its own)
+    # calibrates that config's estimate alone
+    for row, (name, (d, cfg, peak, secs)) in zip(rows, done.items()):
+        dry = estimate.dry_run(cfg)
+        while runs.status(dry)["state"] in runs.ACTIVE:
+            time.sleep(0.5)
+        e = estimate.estimate(cfg)
+        assert e["dry_run"] == dry, (e, dry)
+        row.update({"dry_mib": round(e["per_process_mib"], 1), "dry_mem_ratio": round(e["per_process_mib"] / peak, 3),
+                    "dry_s": round(e["seconds"], 2), "dry_time_ratio": round(e["seconds"] / secs, 3)})
     if a.json:
         print(json.dumps(rows, indent=2))
     else:
@@ -85,6 +96,13 @@ def main() -> int:
                   f"{r['seconds']:8.1f} {r['estimate_s']:9.1f} {r['time_ratio']:6.2f}")
         inside = sum(0.75 <= r["mem_ratio"] <= 1.25 for r in rows), sum(0.75 <= r["time_ratio"] <= 1.25 for r in rows)
         print(f"within +-25 %: memory {inside[0]}/{len(rows)}, time {inside[1]}/{len(rows)} (leave-one-out calibration)")
+        print(f"\nafter a {estimate.DRY_RUN_STEPS}-step dry run of each config:")
+        for r in rows:
+            print(f"{r['config']:14} {r['peak_pss_mib']:9.0f} {r['dry_mib']:9.0f} {r['dry_mem_ratio']:6.2f}   "
+                  f"{r['seconds']:8.1f} {r['dry_s']:9.1f} {r['dry_time_ratio']:6.2f}")
+        inside = (sum(0.75 <= r["dry_mem_ratio"] <= 1.25 for r in rows),
+                  sum(0.75 <= r["dry_time_ratio"] <= 1.25 for r in rows))
+        print(f"within +-25 %: memory {inside[0]}/{len(rows)}, time {inside[1]}/{len(rows)} (dry-run calibration)")
     return 0
 
 

@@ -64,8 +64,10 @@ def _layout(fig, title: str, x_title: str = "", y_title: str = "", log_y: bool =
     chart's redraw time in chromium, 17 -> 9 ms in a bare page). Category labels (bars) keep it."""
     fig.update_layout(
         title={"text": title, "x": 0, "xanchor": "left", "font": {"size": 14}},
-        margin={"l": 56, "r": 16, "t": 44, "b": 72}, height=height, hovermode="x unified",
-        legend={"orientation": "h", "yanchor": "top", "y": -0.22, "x": 0},  # below the plot: never over the title
+        # the legend below the plot (never over the title), under the x axis' title: at -0.22 of the
+        # plot's height it covered "step" (Runs tab, compare mode)
+        margin={"l": 56, "r": 16, "t": 44, "b": 92}, height=height, hovermode="x unified",
+        legend={"orientation": "h", "yanchor": "top", "y": -0.32, "x": 0},
         # the look of plotly_white without the template itself: its 7 KB went with every redraw and
         # applying it was a quarter of each redraw's time (measured in chromium, 11 -> 8 ms)
         template=None, plot_bgcolor="white", paper_bgcolor="white", font={"color": "#2a3f5f"},
@@ -94,7 +96,8 @@ def thin(pts: list[tuple[float, float]], limit: int = LINE_POINTS) -> list[tuple
 
 
 def line_figure(series: dict[str, list[tuple[float, float]]], title: str, x_title: str = "step", y_title: str = "",
-                log_y: bool = False, height: int = 320, right: tuple = (), y_format: str = ".3~g"):
+                log_y: bool = False, height: int = 320, right: tuple = (), y_format: str = ".3~g",
+                right_title: str | None = None):
     """Lines for named series of (x, y) points (long ones thinned to about LINE_POINTS); empty series
     are left out. Series named in ``right`` are read on an axis of their own on the right (a learning
     rate next to tokens/s). ``y_format``: the d3 format of the left axis' labels (".3~s" writes
@@ -117,7 +120,8 @@ def line_figure(series: dict[str, list[tuple[float, float]]], title: str, x_titl
     if any(series.get(n) for n in right):
         fig.update_layout(margin={"r": 64}, yaxis2={
             "overlaying": "y", "side": "right", "showgrid": False, "tickformat": ".2~e", "automargin": False,
-            "title": {"text": ", ".join(n for n in right if series.get(n))}, "rangemode": "tozero"})
+            # one short title (several runs' "run: lr" names ran off the chart in compare mode)
+            "title": {"text": right_title or ", ".join(n for n in right if series.get(n))}, "rangemode": "tozero"})
     return fig
 
 

@@ -117,3 +117,23 @@ def test_jobs_tab_sends_only_what_changed(workspace_home):
     # a language switch (no ``last``) sends every output again
     *zh, _ = jobs_tab.view_updates("r3", "zh")
     assert not any(v == gr.skip() for v in zh)
+
+
+def test_a_resumed_run_draws_one_line_and_counts_each_step_once():
+    """Stopped at step 20, resumed from checkpoint-10: steps 11-20 are logged again. The curve is one
+    line rising in step (it jumped back to 11 before), the caption counts 20 points (30 before), and
+    in compare mode the learning rate's axis has one short title."""
+    from studio.tabs.runs import curve_caption, curve_figures
+
+    first = [{"event": "train_begin", "step": 0}] + [{"step": s, "loss": 5.0 - s / 10, "lr": 1e-4} for s in range(1, 21)]
+    again = [{"event": "train_begin", "step": 10}] + [{"step": s, "loss": 4.0 - s / 10, "lr": 1e-4} for s in range(11, 21)]
+    records = first + again
+    loss, speed = curve_figures({"": records}, "en", False)
+    xs = list(loss.data[0].x)
+    assert xs == list(range(1, 21)) and loss.data[0].y[-1] == 4.0 - 2.0  # the resumed launch's values
+    assert "data-points='20'" in curve_caption("r", records, "en")
+    # mid-resume: the earlier launch's steps after the resume point are not drawn until logged again
+    loss, _ = curve_figures({"": first + again[:4]}, "en", False)
+    assert list(loss.data[0].x) == list(range(1, 14))
+    _, speed = curve_figures({"a: ": records, "b: ": first}, "en", False)
+    assert speed.layout.yaxis2.title.text == "lr"

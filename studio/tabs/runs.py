@@ -62,8 +62,21 @@ def run_ids() -> list[str]:
     return [d.name for d in runs.run_dirs()]
 
 
+def current(records: list[dict]) -> list[dict]:
+    """The records of the run's present history: a launch that resumed from step s (its train_begin
+    record) replaces what earlier launches logged after s, so a resumed run draws one line (not one
+    that jumps back) and counts each step once."""
+    out: list[dict] = []
+    for r in records:
+        if r.get("event") == "train_begin" and isinstance(r.get("step"), (int, float)):
+            out = [x for x in out if not isinstance(x.get("step"), (int, float)) or x["step"] <= r["step"]]
+        out.append(r)
+    return out
+
+
 def curve_figures(series: dict[str, list[dict]], lang: str, log_y: bool):
     """(loss and eval-loss figure, tokens/s and learning-rate figure) — one line per run and metric."""
+    series = {k: current(v) for k, v in series.items()}
     loss, speed = {}, {}
     dpo = any(r.get("rewards/margins") is not None for records in series.values() for r in records)
     for prefix, records in series.items():
@@ -77,7 +90,8 @@ def curve_figures(series: dict[str, list[dict]], lang: str, log_y: bool):
         speed[f"{prefix}lr"] = [(r["step"], r["lr"]) for r in records if r.get("lr") is not None]
     return (line_figure(loss, t("runs.curve", lang), "step", "loss", log_y=log_y),
             line_figure(speed, t("runs.rewards" if dpo else "runs.speed", lang), "step", "" if dpo else "tokens/s",
-                        right=tuple(k for k in speed if k.endswith("lr")), y_format=".3~g" if dpo else ".3~s"))
+                        right=tuple(k for k in speed if k.endswith("lr")), y_format=".3~g" if dpo else ".3~s",
+                        right_title="lr"))
 
 
 # DPO's and KTO's (KTO logs no accuracy; its kl is the reference point of its loss)
@@ -87,6 +101,7 @@ DPO_CURVES = ("rewards/chosen", "rewards/rejected", "rewards/margins", "rewards/
 
 def curve_caption(run_id: str, records: list[dict], lang: str) -> str:
     """What the curve shows, in words, carrying the counts as data attributes (tests and benches read them)."""
+    records = current(records)
     n = sum(1 for r in records if r.get("loss") is not None)
     ne = sum(1 for r in records if r.get("eval_loss") is not None)
     return (f"<div id='run-curve' data-run='{escape(run_id)}' data-points='{n}' data-eval-points='{ne}'>"
