@@ -135,7 +135,7 @@ def cmd_models_list(a) -> int:
         print("no models (paddle-studio demo init, or paddle-studio models import DIR --name NAME)")
     for r in rows:
         print(f"{r['name']:28} {r['kind']:9} {r['family'] or '?':9} {_count(r['parameters']):>7} {_size(r['size_bytes']):>10}"
-              f"  template {'yes' if r['chat_template'] else 'no '}  {r['origin']}")
+              f"  template {'yes' if r['chat_template'] else 'no '}  {r['origin_text']}")
     return 0
 
 
@@ -436,6 +436,37 @@ def verify_line(res: dict, summary: dict | None = None) -> str:
     return f"verification: {state or 'not run'}"
 
 
+def _board(a) -> int:
+    """`runs board RUN`: VisualDL's board of the run, served until Ctrl-C (it ends with this process)."""
+    import time
+
+    from core import jobs
+    from core.train import tracking
+
+    if a.stop:
+        stopped = tracking.stop_board(a.run)
+        print(f"stopped the VisualDL board of {a.run}" if stopped else f"no VisualDL board of {a.run} was running")
+        return 0
+    try:
+        rec = tracking.start_board(a.run, port=a.port)
+    except jobs.Refused as e:
+        return _fail(str(e))
+    if a.json:
+        _print_json(rec)
+    else:
+        print(f"VisualDL: {rec['url']} (logs {rec['logdir']}); Ctrl-C stops it", flush=True)
+    if rec.get("owner") != os.getpid():
+        return 0  # the studio's board, already running: it stays the studio's
+    try:
+        while tracking.board(a.run):
+            time.sleep(1.0)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        tracking.stop_board(a.run)
+    return 0
+
+
 def cmd_runs(a) -> int:
     from core.train import runs
 
@@ -462,6 +493,8 @@ def cmd_runs(a) -> int:
             if out.get("verify"):
                 print(verify_line({"state": out["verify"]["state"], "targets": {}}, out["verify"]))
         return 0
+    if a.runs_verb == "board":
+        return _board(a)
     if a.runs_verb == "verify":
         from core.train import verify
 
@@ -655,8 +688,12 @@ def cmd_eval(a) -> int:
     from core.models import evaluate
 
     kw = dict(limit=a.limit, max_new_tokens=a.max_new_tokens, src_length=a.src_length, max_length=a.max_length,
-              with_generation=not a.no_generation)
+              with_generation=not a.no_generation, split=a.split)
     if a.target:
+        if a.predictions:
+            return _fail("--predictions takes one model (--model/--adapter), not --target")
+    if a.predictions and a.no_generation:
+        return _fail("--predictions writes the model's answers: drop --no-generation")
         res = evaluate.compare([evaluate.parse_target(s) for s in a.target], a.data, **kw)
         if a.json:
             _print_json(res)
@@ -664,12 +701,19 @@ def cmd_eval(a) -> int:
             for r in res["rows"]:
                 print(f"{r['label']:14} " + "  ".join(f"{k} {r[k]:.4g}" for k in evaluate.METRICS if r.get(k) is not None))
         return 0
-    res = evaluate.evaluate(a.model, a.adapter, a.data, **kw)
+    if a.predictions:
+        res = evaluate.predict(a.model, a.adapter, a.data, a.predictions, **kw)
+    else:
+        res = evaluate.evaluate(a.model, a.adapter, a.data, **kw)
     if a.json:
         _print_json(res)
     else:
         keys = ["eval_loss", "perplexity", "token_accuracy", "exact_match", "bleu4", "rouge_l"]
         print("  ".join(f"{k} {res[k]:.4f}" for k in keys if k in res) + f"  ({res['records']} records, {res['seconds']} s)")
+        for n in res.get("notes", []):
+            print(f"note: {n['message']}")
+        if res.get("predictions_file"):
+            print(f"predictions: {res['predictions_file']} ({res['predictions_count']} records)")
     return 0
 
 
@@ -888,20 +932,26 @@ def build_parser() -> argparse.ArgumentParser:
     t.set_defaults(func=cmd_train)
 
     r = sub.add_parser("runs", help="runs in the workspace").add_subparsers(dest="runs_verb", required=True)
-    for verb in ("list", "show", "stop", "resume", "continue", "verify", "doctor", "nodes", "node-log", "control"):
+    for verb in ("list", "show", "stop", "resume", "continue", "verify", "doctor", "nodes", "node-log", "control",
+                 "board"):
         q = r.add_parser(verb, help={"verify": "reload what the run saved in a fresh process and compare its dev "
                                                "loss with training's (also run after every run)",
                                      "doctor": "why is it stuck? where every rank on every machine is now (its stacks)",
                                      "nodes": "a multi-node run: each machine's state, step, last log line, memory",
                                      "node-log": "a node's own training log, fetched over SSH",
                                      "control": "steer a running run at its next step: save (a checkpoint now), "
-                                                "eval, stop-after-eval, stop-and-save, lr=X; history"}.get(verb))
+                                                "eval, stop-after-eval, stop-and-save, lr=X; history",
+                                     "board": "serve the VisualDL board of a run trained with report_to visualdl "
+                                              "on 127.0.0.1 until Ctrl-C (--stop: stop the studio's board of it)"}.get(verb))
         if verb != "list":
             q.add_argument("run")
         if verb == "node-log":
             q.add_argument("node", help="a node name of the run, or head")
         if verb == "control":
             q.add_argument("action", help="save | eval | stop-after-eval | stop-and-save | lr=X | history")
+        if verb == "board":
+            q.add_argument("--port", type=int, help="port on 127.0.0.1 (default: a free one)")
+            q.add_argument("--stop", action="store_true", help="stop the board the studio started for the run")
         if verb in ("resume", "continue"):
             q.add_argument("--follow", action="store_true", help="print metrics until it ends")
         if verb == "resume":
@@ -968,7 +1018,8 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--json", action="store_true")
     x.set_defaults(func=cmd_export)
 
-    e = sub.add_parser("eval", help="eval loss, perplexity, token accuracy, exact match, BLEU-4, ROUGE-L on dev")
+    e = sub.add_parser("eval", help="eval loss, perplexity, token accuracy, exact match, BLEU-4, ROUGE-L on a "
+                       "dataset's dev or train split or any file; --predictions writes every answer")
     e.add_argument("--model", help="model folder (default with --adapter: its recorded base)")
     e.add_argument("--adapter")
     e.add_argument("--data", required=True, help="a dev file or a dataset folder")
@@ -977,6 +1028,11 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--src-length", type=int, default=1024)
     e.add_argument("--max-length", type=int, default=2048)
     e.add_argument("--no-generation", action="store_true")
+    e.add_argument("--split", choices=("dev", "train"),
+                   help="which split of a dataset folder to evaluate (default: dev; a file is taken whole)")
+    e.add_argument("--predictions", metavar="FILE",
+                   help="write every record's prompt, history, reference, answer and per-record exact match, "
+                        "ROUGE-L and BLEU-4 to FILE (JSON lines, written atomically); one model, not --target")
     e.add_argument("--target", action="append", metavar="LABEL=MODEL[+ADAPTER]",
                    help="evaluate several models on the same records (repeat); replaces --model/--adapter")
     e.add_argument("--json", action="store_true")
@@ -1048,6 +1104,8 @@ def _writes_to(a) -> list:
         return [a.out]
     if func is cmd_serve:
         return [Path(a.ready_file).parent] if a.ready_file else []
+    if func is cmd_eval and getattr(a, "predictions", None):
+        return [Path(a.predictions).resolve().parent]
     if func in (cmd_models_import, cmd_data_import, cmd_train) or (
             func is cmd_demo_init and not getattr(a, "out", None)):
         return [None]

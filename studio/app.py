@@ -297,6 +297,7 @@ def build_app(lang: str = "en") -> gr.Blocks:
     from studio.tabs.chat import build_chat_tab
     from studio.tabs.cluster import build_cluster_tab
     from studio.tabs.dataset import build_dataset_tab
+    from studio.tabs.evaluate import build_evaluate_tab
     from studio.tabs.export import build_export_tab
     from studio.tabs.jobs import build_jobs_tab
     from studio.tabs.merge import build_merge_tab
@@ -327,6 +328,7 @@ def build_app(lang: str = "en") -> gr.Blocks:
             build_runs_tab(ctx, started)
             build_cluster_tab(ctx)
             build_merge_tab(ctx)
+            build_evaluate_tab(ctx)
             chat_model = build_chat_tab(ctx)
             build_quantize_tab(ctx, chat_model)
             build_export_tab(ctx, chat_model)

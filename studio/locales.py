@@ -655,6 +655,8 @@ FIELD_HELP_ZH = {
     "warmup_steps": "线性预热步数。",
     "lr_scheduler_type": "学习率调度方式（constant 会忽略预热步数：需要预热请用 constant_with_warmup）。",
     "logging_steps": "每隔多少步写一条指标。",
+    "report_to": ("同时接收训练指标的实验跟踪工具，日志写入该运行的 output/vdl（工作室自己的指标照常记录）：none、visualdl、"
+                  "tensorboard（需要 tensorboardX）或 wandb（需要 wandb 且 WANDB_MODE=offline）。"),
     "evaluation_strategy": "何时在验证集上评估。",
     "eval_steps": "每隔多少步评估一次（evaluation_strategy=steps）。",
     "save_strategy": "何时保存检查点。",
@@ -730,6 +732,7 @@ FIELD_LABELS = {
     "warmup_steps": ("Warm-up steps", "预热步数"),
     "lr_scheduler_type": ("Learning-rate schedule", "学习率调度"),
     "logging_steps": ("Log every N steps", "每 N 步记录"),
+    "report_to": ("Experiment tracker", "实验跟踪"),
     "evaluation_strategy": ("When to evaluate", "评估时机"),
     "eval_steps": ("Evaluate every N steps", "每 N 步评估"),
     "save_strategy": ("When to save checkpoints", "保存时机"),

@@ -102,8 +102,8 @@ def shot(page, name: str) -> None:
         page.screenshot(path=str(ROOT / "assets" / f"{name}.png"), full_page=True)
 
 
-TAB_NAMES = {"en": ["Dataset", "Models", "Train", "Runs", "Cluster", "Merge & evaluate", "Chat", "Quantize", "Export", "Jobs"],
-             "zh": ["数据集", "模型", "训练", "运行", "集群", "合并与评估", "对话", "量化", "导出", "任务"]}
+TAB_NAMES = {"en": ["Dataset", "Models", "Train", "Runs", "Cluster", "Merge & evaluate", "Evaluate & predict", "Chat", "Quantize", "Export", "Jobs"],
+             "zh": ["数据集", "模型", "训练", "运行", "集群", "合并与评估", "评估与预测", "对话", "量化", "导出", "任务"]}
 
 
 def tab_names(page) -> list[str]:

@@ -74,10 +74,13 @@ def wait_until(pred, timeout: float, step: float = 0.2):
     raise AssertionError("timed out")
 
 
-def start_from_train_tab(page, steps: int, eval_steps: int, name: str, save_steps: int | None = None) -> str:
+def start_from_train_tab(page, steps: int, eval_steps: int, name: str, save_steps: int | None = None,
+                         report_to: str | None = None) -> str:
     page.get_by_role("tab", name="Train").click()
     wait_text(page.locator("#train-check"), "No problems", 30)
     page.locator("#train-name textarea, #train-name input").first.fill(name)
+    if report_to:
+        pick(page, "cfg-training-report_to", report_to)
     set_number(page, "cfg-training-max_steps", steps)
     set_number(page, "cfg-training-eval_steps", eval_steps)
     set_number(page, "cfg-training-save_steps", save_steps or eval_steps)
@@ -118,7 +121,7 @@ def test_start_follow_succeed_and_reload(home, tmp_path):
             browser = launch_browser(p)
             page = browser.new_page(viewport={"width": 1280, "height": 1600})
             page.goto(s.url)
-            run_id = start_from_train_tab(page, 40, 20, "ui-run")
+            run_id = start_from_train_tab(page, 40, 20, "ui-run", report_to="visualdl")
             # Start switches to the Runs tab and selects the new run
             wait_text(page.locator("#run-status"), run_id, 20)
             first = wait_until(lambda: loss_points(page), 60)
@@ -133,6 +136,24 @@ def test_start_follow_succeed_and_reload(home, tmp_path):
             assert loss_points(page) == 40 and loss_points(page, "eval_loss") == 2
             assert "100%" in page.locator("#run-progress").inner_text()
             assert "loss" in page.locator("#run-log pre").inner_text()
+            # the run also logged to VisualDL (report_to from the form): its board, started from the
+            # page on loopback, serves the same 40 losses the studio's own curve shows
+            page.locator("#run-board-start").click()
+            link = page.locator("#run-board-link").first
+            link.wait_for(timeout=30000)
+            url = link.get_attribute("href")
+            assert url.startswith("http://127.0.0.1:")
+            import urllib.request
+
+            from core.train import tracking
+
+            logdir = tracking.log_dir(home / "runs" / run_id)
+            opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+            body = json.loads(opener.open(f"{url}/api/scalar/list?run={logdir}&tag=train/loss", timeout=10).read())
+            steps = [row[1] for row in body["data"]]
+            assert steps == list(range(1, 41)), steps
+            page.locator("#run-board-stop").click()
+            wait_text(page.locator("#run-action-msg"), "start its board here", 20)
             # the charts were redrawn several times while it trained (each redraw mounts a new
             # chart): the dropped ones are purged, not kept alive by their window listeners
             alive, shown = plotly_charts(page)

@@ -113,3 +113,55 @@ def test_method_templates_and_families_are_valid_json():
     for f in (config.PRESETS_DIR / "models").glob("*.json"):
         d = json.loads(f.read_text())
         assert d["model_types"] and d["target_modules"]
+
+
+def test_a_preference_dataset_too_small_to_train_dpo_on_is_refused(tmp_path):
+    """One kept pair made a 1-step DPO run; fewer pairs than MIN_DPO_PAIRS, or than one optimizer
+    step takes (batch x processes x accumulation), are refused with the count (en and zh)."""
+    from studio.locales import t
+
+    pair = {"src": ["q"], "tgt": [], "response": ["good", "bad"], "sort": [1, 0]}
+    ds = tmp_path / "prefs"
+    ds.mkdir()
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    cfg = RunConfig()
+    cfg.model.model_name_or_path, cfg.data.dataset_name_or_path = str(model), str(ds)
+    cfg.method.method, cfg.training.per_device_train_batch_size = "dpo", 1
+
+    def too_few(n):
+        (ds / "train.json").write_text("".join(json.dumps(pair) + "\n" for _ in range(n)))
+        return [p for p in config.check(cfg, has_gpu=False) if p["code"] == "dpo_too_few_pairs"]
+
+    [p] = too_few(1)
+    assert p["field"] == "data.dataset_name_or_path" and (p["params"]["n"], p["params"]["need"]) == (1, config.MIN_DPO_PAIRS)
+    assert "holds 1 preference pair(s)" in config.check_message(p)
+    assert "只有 1 条偏好对" in t("check.dpo_too_few_pairs", "zh", **p["params"])
+    assert too_few(config.MIN_DPO_PAIRS) == []
+    cfg.training.per_device_train_batch_size, cfg.training.gradient_accumulation_steps = 4, 3  # a step takes 12
+    [p] = too_few(10)
+    assert (p["params"]["n"], p["params"]["need"]) == (10, 12) and too_few(12) == []
+    cfg.method.method = "lora"  # not DPO: preference_needs_dpo says what is wrong instead
+    assert too_few(1) == []
+
+
+def test_each_method_field_names_the_methods_that_read_it():
+    """config.FIELD_METHODS: what the Train form shows per method (and which fields it sends)."""
+    from dataclasses import fields
+
+    names = {f.name for f in fields(config.MethodSection)}
+    assert set(config.FIELD_METHODS) <= names and set(config.METHOD_SWITCHES) <= names
+    for x in [o.partition("+")[0] for owners in config.FIELD_METHODS.values() for o in owners]:
+        assert x in config.METHODS, x
+    read = lambda **kw: {n for n in names if config.reads(config.MethodSection(**kw), n)}  # noqa: E731
+    assert read(method="lora") == {"method", "lora_rank", "rslora", "lora_plus_scale", "pissa", "use_mora",
+                                   "lora_use_mixer", "neftune"}
+    assert read(method="prefix", neftune=True) == {"method", "num_prefix_tokens", "neftune", "neftune_noise_alpha"}
+    assert read(method="dpo") == {"method", "lora_rank", *config.DPO_KEYS}
+    assert "lora_rank" not in read(method="dpo", dpo_lora=False)
+    assert read(method="kto", kto_lora=False) == {"method", *config.KTO_KEYS}
+    # a LoRA switch read into DPO's fields (a run_dpo.py file) is refused, not dropped
+    cfg = RunConfig()
+    cfg.method.method, cfg.method.rslora = "dpo", True
+    assert ("unapplied_key", "method.rslora") in {(p["code"], p["field"]) for p in config.check(cfg, has_gpu=False)}

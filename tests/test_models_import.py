@@ -62,7 +62,7 @@ def test_hf_folder_converts_to_the_same_logits(home, family):
     assert diff < 1e-4
     listed = json.loads(cli("models", "list", "--json", home=home).stdout)
     row = next(m for m in listed if m["name"] == f"imported-{family}")
-    assert row["family"] == family and row["kind"] == "base" and "converted from PyTorch" in row["origin"]
+    assert row["family"] == family and row["kind"] == "base" and "converted from PyTorch" in row["origin_text"]
     assert row["parameters"] == info["parameters"] and row["size_bytes"] > 0
 
 
@@ -181,3 +181,52 @@ def test_odd_paths_as_the_model_folder_say_what_they_are(tmp_path):
     os.mkfifo(d / "config.json")
     with pytest.raises(imports.ModelFolderError, match="config.json is a FIFO"):
         imports.inspect(d)
+
+
+def test_models_list_says_what_merged_quantized_and_adapter_models_are(demo_home, tmp_path, monkeypatch):
+    """Parameters and origin for every kind (they were blank for merged, quantized and adapters), an
+    adapter's own parameter count from its weights file (read without running pickled code), and a
+    run output's size without its checkpoints."""
+    import pickle
+
+    import numpy as np
+
+    from core import catalog
+    from studio.tabs.models import origin_text
+    from tests.conftest import link_demo
+
+    ws = link_demo(tmp_path / "ws", demo_home)
+    monkeypatch.setenv("PADDLE_STUDIO_HOME", str(ws))
+    base = ws / "models" / "demo-base"
+    n = json.loads((base / "studio_model.json").read_text())["parameters"]
+    cfg = (base / "config.json").read_text()
+    for name, marker in (("m", {"merged_from": {"base": str(base), "adapter": str(ws / "runs/r1/output"), "kind": "lora"}}),
+                         ("q", {"quantized_from": str(ws / "models" / "m"), "preset": "wint8", "algorithm": "weight_only_int8"})):
+        (ws / "models" / name).mkdir()
+        (ws / "models" / name / "config.json").write_text(cfg)
+        (ws / "models" / name / "studio_model.json").write_text(json.dumps(marker))
+    (ws / "models" / "q" / "studio_quant.json").write_text("{}")
+    out = ws / "runs" / "r1" / "output"
+    (out / "checkpoint-4").mkdir(parents=True)
+    (out / "checkpoint-4" / "optimizer.pdopt").write_bytes(b"x" * 100_000)
+    (out / "lora_config.json").write_text(json.dumps({"r": 8, "target_modules": [".*q_proj.*"]}))
+    with open(out / "lora_model_state.pdparams", "wb") as f:
+        pickle.dump({"a.lora_A": np.zeros((128, 8), "float32"), "a.lora_B": np.zeros((8, 128), "float32")}, f, protocol=4)
+    (out / "studio_model.json").write_text(json.dumps({"base": str(base), "method": "lora", "adapter": True, "run": "r1",
+                                                      "steps": 40}))
+    rows = {r["name"]: r for r in catalog.model_rows()}
+    assert rows["m"]["parameters"] == rows["q"]["parameters"] == n
+    assert rows["r1"]["kind"] == "adapter" and rows["r1"]["parameters"] == 2 * 128 * 8 and rows["r1"]["family"] == "llama"
+    assert rows["r1"]["size_bytes"] < 100_000  # the checkpoint is not the adapter
+    assert origin_text(rows["m"]["origin"], "en") == "lora adapter runs/r1/output merged into models/demo-base"
+    assert origin_text(rows["q"]["origin"], "zh") == "由 models/m 量化（weight_only_int8，预设 wint8）"
+    assert origin_text(rows["r1"]["origin"], "en") == "lora adapter of models/demo-base, run r1, 40 steps"
+
+    class Boom:  # a weights file that would run code when unpickled: counted as unknown, never run
+        def __reduce__(self):
+            return (os.system, ("touch " + str(tmp_path / "ran"),))
+
+    with open(out / "lora_model_state.pdparams", "wb") as f:
+        pickle.dump({"x": Boom()}, f)
+    assert {r["name"]: r for r in catalog.model_rows()}["r1"]["parameters"] is None
+    assert not (tmp_path / "ran").exists()

@@ -1,14 +1,25 @@
 """Evaluation on dev: eval loss, perplexity, token accuracy; generation exact match, BLEU-4, ROUGE-L.
 
-Works on a base model, base + adapter (LoRA, prefix, VeRA, LoKr, unmerged) and a merged model.
-Multi-turn records are judged on their last answer, with the gold earlier turns as history.
-Prompts are built by core.data.templates exactly as training builds them.
+Works on a base model, base + adapter (LoRA, prefix, VeRA, LoKr, unmerged), a merged, a quantized
+model and a static export (answers only). Multi-turn records are judged on their last answer, with
+the gold earlier turns as history. Prompts are built by core.data.templates exactly as training
+builds them.
+
+Predictions on any data (a dataset's dev or train split, or a file): ``evaluate(...,
+predictions=True)`` keeps every record's prompt, reference, answer and per-record scores;
+``submit_predict`` runs that as an eval job that writes ``predictions.jsonl`` into the job's folder
+(``python -m core.models.evaluate`` is the job's command: the flags of ``paddle-studio eval`` plus
+``--split`` and ``--predictions FILE``). A score that says nothing on these answers (BLEU-4 on
+answers of under 4 tokens) is reported with a note (a code, its parameters and English text).
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import re
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -69,6 +80,35 @@ def rouge_l(hyps: list[str], refs: list[str]) -> float:
         p, rc = lcs / len(ht), lcs / len(rt)
         scores.append(2 * p * rc / (p + rc))
     return sum(scores) / max(len(scores), 1)
+
+
+BLEU_ORDER = 4  # BLEU-4 needs 4-grams: shorter texts have none to match
+
+
+def record_scores(hyp: str, ref: str) -> dict:
+    """One record's scores: exact match, ROUGE-L F1, and sentence BLEU-4 (unsmoothed; None when the
+    answer or the reference has fewer than 4 tokens, where it is 0 whatever the answer)."""
+    short = min(len(text_tokens(hyp)), len(text_tokens(ref))) < BLEU_ORDER
+    return {"exact_match": hyp.strip() == ref.strip(), "rouge_l": rouge_l([hyp], [ref]),
+            "bleu4": None if short else bleu4([hyp], [ref])}
+
+
+def score_notes(hyps: list[str], refs: list[str]) -> list[dict]:
+    """What the scores do not mean on these answers: {code, params, message} (English message; the
+    studio shows the code's own text)."""
+    n = len(refs)
+    short_refs = sum(len(text_tokens(r)) < BLEU_ORDER for r in refs)
+    short_any = sum(min(len(text_tokens(h)), len(text_tokens(r))) < BLEU_ORDER for h, r in zip(hyps, refs))
+    notes = []
+    if n and short_refs * 2 > n:
+        notes.append({"code": "bleu4_short_answers", "params": {"short": short_refs, "records": n},
+                      "message": f"BLEU-4 is not meaningful here: {short_refs} of {n} references have fewer than 4 "
+                                 "tokens, so they hold no 4-gram to match; judge by exact match and ROUGE-L"})
+    if short_any:
+        notes.append({"code": "bleu4_short_records", "params": {"short": short_any, "records": n},
+                      "message": f"per-record BLEU-4 is left empty for {short_any} of {n} records whose answer or "
+                                 "reference has fewer than 4 tokens (it would be 0 whatever the answer)"})
+    return notes
 
 
 # ---------------------------------------------------------------- model passes
@@ -153,8 +193,9 @@ def unpadded_only(model) -> bool:
 
 
 def generate(model, tokenizer, template, conversations: list[list[dict]], max_new_tokens=64, batch_size=32,
-             src_length: int | None = None) -> list[str]:
-    """Greedy answers for conversations that end with a user message (batched, left padded)."""
+             src_length: int | None = None, on_batch=None) -> list[str]:
+    """Greedy answers for conversations that end with a user message (batched, left padded);
+    ``on_batch(done, total)`` after each batch."""
     import numpy as np
     import paddle
 
@@ -187,22 +228,64 @@ def generate(model, tokenizer, template, conversations: list[list[dict]], max_ne
                 if eos in row:
                     row = row[: row.index(eos)]
                 out.append(tokenizer.decode(row, skip_special_tokens=True).strip())
+            if on_batch:
+                on_batch(len(out), len(prompts))
     return out
 
 
-def evaluate(model_dir=None, adapter_dir=None, data=None, limit: int | None = None, max_new_tokens: int = 64,
-             src_length: int = 1024, max_length: int = 2048, with_generation: bool = True, loaded=None) -> dict:
-    """Every metric on a dev file (or a dataset folder's dev split)."""
+SPLITS = ("dev", "train")
+ANSWERABLE = ("paddlenlp", "alpaca", "sharegpt", "messages")  # formats whose records end with an answer
+
+
+def data_files(data, split: str | None = None) -> list[Path]:
+    """The files to evaluate: a file as it is; a dataset folder's ``split`` ("dev" or "train"; None:
+    its dev split, or the whole folder when it has none)."""
     from core.data import datasets
 
+    files = datasets.resolve_files(data)  # refuses what is neither a file nor a dataset folder, saying what it is
+    if "data" in files:  # a single file
+        return files["data"]
+    if split is None:
+        return files.get("dev") or [f for fs in files.values() for f in fs]
+    if split not in SPLITS:
+        raise ValueError(f"split {split!r}: expected one of {', '.join(SPLITS)}")
+    if split not in files:
+        raise ValueError(f"{data} has no {split} split")
+    return files[split]
+
+
+def data_format(files: list[Path]) -> str:
+    """How to read ``files``: raw text, a chat format converted to src/tgt, or PaddleNLP's src/tgt."""
+    from core.data import datasets
+
+    fmt = datasets.detect_format(files[0])
+    return fmt if fmt in ("text", *ANSWERABLE) else "paddlenlp"
+
+
+def read_records(data, split: str | None = None, limit: int | None = None) -> tuple[list[Path], str, list[dict]]:
+    """(files, format, the first ``limit`` good records as src/tgt dicts) of a file or a dataset split."""
+    from core.data import datasets
+
+    files = data_files(data, split)
+    fmt = data_format(files)
+    records: list[dict] = []
+    for f in files:
+        for r in datasets.iter_records(f, fmt):
+            records.append(r)
+            if limit and len(records) >= limit:
+                return files, fmt, records
+    return files, fmt, records
+
+
+def evaluate(model_dir=None, adapter_dir=None, data=None, limit: int | None = None, max_new_tokens: int = 64,
+             src_length: int = 1024, max_length: int = 2048, with_generation: bool = True, loaded=None,
+             split: str | None = None, predictions: bool = False, on_progress=None) -> dict:
+    """Every metric on a file or a dataset folder's split (default: dev). ``predictions``: also every
+    record's prompt, reference, answer and scores (``record_scores``) under "predictions".
+    ``on_progress(fraction, text)`` while it answers."""
     t0 = time.perf_counter()
-    path = Path(data)
-    if path.is_dir():
-        path = datasets.resolve_files(path).get("dev", [None])[0] or path
-    fmt = "text" if datasets.detect_format(path) == "text" else "paddlenlp"
-    records = list(datasets.iter_records(path, fmt))
-    if limit:
-        records = records[:limit]
+    files, fmt, records = read_records(data, split, limit)
+    path = files[0]
     if not records:
         raise ValueError(f"{data}: no records to evaluate")
     from core.models.static import is_static
@@ -219,26 +302,100 @@ def evaluate(model_dir=None, adapter_dir=None, data=None, limit: int | None = No
         model, tok, tpl = loaded or loading.load(model_dir, adapter_dir)
     res = {"model": str(model_dir) if model_dir else None, "adapter": str(adapter_dir) if adapter_dir else None,
            "data": str(path), "records": len(records)}
+    if split or len(files) > 1:
+        res["split"] = split
+        res["files"] = [str(f) for f in files]
+    notes = []
     if static is not None:
         res["note"] = ("a static export runs only its generation loop: loss, perplexity and token accuracy need "
                        "the model's logits (evaluate the model it was exported from for those)")
+        notes.append({"code": "static_no_loss", "params": {}, "message": res["note"]})
     else:
+        if on_progress:
+            on_progress(0.0, f"scoring the answers of {len(records)} records")
         res.update(loss_and_accuracy(model, tok, tpl, records, src_length, max_length))
+    if with_generation and fmt == "text":
+        notes.append({"code": "text_no_answers", "params": {},
+                      "message": "raw text has no questions to answer: only loss, perplexity and token accuracy"})
     if with_generation and fmt != "text":  # raw text has no questions to answer
         convs, refs = [], []
         for r in records:
             msgs = templates.messages_of(r)
             convs.append(msgs[:-1])
             refs.append(msgs[-1]["content"])
+        step = (lambda done, total: on_progress(0.1 + 0.9 * done / total, f"answered {done}/{total}")) if on_progress else None
+        if on_progress:
+            on_progress(0.1, f"answered 0/{len(convs)}")
         hyps = (static.answers(convs, max_new_tokens, src_length=src_length) if static is not None
-                else generate(model, tok, tpl, convs, max_new_tokens, src_length=src_length))
+                else generate(model, tok, tpl, convs, max_new_tokens, src_length=src_length, on_batch=step))
         res["exact_match"] = sum(h.strip() == r.strip() for h, r in zip(hyps, refs)) / len(refs)
         res["bleu4"] = bleu4(hyps, refs)
         res["rouge_l"] = rouge_l(hyps, refs)
+        notes += score_notes(hyps, refs)
         res["samples"] = [{"prompt": c[-1]["content"], "reference": r, "output": h}
                           for c, r, h in list(zip(convs, refs, hyps))[:5]]
+        if predictions:
+            res["predictions"] = [prediction_row(i, c, r, h) for i, (c, r, h) in enumerate(zip(convs, refs, hyps))]
+    if notes:
+        res["notes"] = notes
     res["seconds"] = round(time.perf_counter() - t0, 2)
     return res
+
+
+def prediction_row(index: int, conv: list[dict], reference: str, output: str) -> dict:
+    """One line of predictions.jsonl: the record's last question, its earlier turns ([user,
+    assistant] pairs), its system prompt, the reference and the model's answer, and their scores."""
+    turns = [m for m in conv if m["role"] != "system"]
+    system = next((m["content"] for m in conv if m["role"] == "system"), None)
+    history = [[turns[i]["content"], turns[i + 1]["content"]] for i in range(0, len(turns) - 2, 2)]
+    return {"index": index, "prompt": turns[-1]["content"], "history": history, "system": system,
+            "reference": reference, "output": output, **record_scores(output, reference)}
+
+
+def write_predictions(rows: list[dict], out: str | Path) -> Path:
+    """``rows`` as JSON lines at ``out``, through a temp file in the same folder and a rename."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            for r in rows:
+                f.write(json.dumps(r, ensure_ascii=False) + "\n")
+        os.replace(tmp, out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return out
+
+
+def predict(model_dir=None, adapter_dir=None, data=None, out=None, split: str | None = None, **kw) -> dict:
+    """``evaluate`` with every record's prediction written to ``out`` (JSON lines, atomically); the
+    result names the file and counts its lines instead of holding them."""
+    from core.jobs import report_progress
+
+    res = evaluate(model_dir, adapter_dir, data, split=split, predictions=True, on_progress=report_progress, **kw)
+    rows = res.pop("predictions", [])
+    if out:
+        res["predictions_file"] = str(write_predictions(rows, out))
+    res["predictions_count"] = len(rows)
+    return res
+
+
+def read_predictions(path: str | Path, page: int = 1, size: int = 10) -> tuple[list[dict], int]:
+    """(the rows of page ``page`` (from 1) of ``size`` rows, how many rows there are) of a predictions file."""
+    rows, total = [], 0
+    lo = (max(1, int(page)) - 1) * size
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if not line.strip():
+                    continue
+                if lo <= total < lo + size:
+                    rows.append(json.loads(line))
+                total += 1
+    except (OSError, ValueError):
+        return [], 0
+    return rows, total
 
 
 METRICS = ("eval_loss", "perplexity", "token_accuracy", "exact_match", "bleu4", "rouge_l")
@@ -285,3 +442,154 @@ def submit_compare(adapter: str | Path, merged: str | Path | None = None, limit:
     if merged and (Path(merged) / "config.json").is_file():
         args += ["--target", f"merged={merged}"]
     return jobs.submit("eval", args, title=adapter.parent.name, params={"adapter": str(adapter), "merged": str(merged or "")})
+
+
+# ---------------------------------------------------------------- predictions as a job
+
+PREDICTIONS_FILE = "predictions.jsonl"
+
+
+def target_of(path: str | Path) -> tuple[str | None, str | None]:
+    """(model, adapter) to load for a model folder the catalog lists: an adapter goes with its
+    recorded base; anything else (base, trained, merged, quantized, static) is the model itself."""
+    from core import jobs
+
+    path = Path(path)
+    if not path.is_dir():
+        raise jobs.Refused("no_model", f"{path}: no such model folder", path=str(path))
+    if loading.adapter_kind(path):
+        if not loading.base_of(path):
+            raise jobs.Refused("no_base", f"{path} holds an adapter that records no base model", path=str(path))
+        return None, str(path)
+    if not (path / "config.json").is_file():
+        raise jobs.Refused("no_model", f"{path} is not a model folder (no config.json)", path=str(path))
+    return str(path), None
+
+
+def submit_predict(model: str | Path, data: str | Path, split: str | None = "dev", limit: int | None = None,
+                   max_new_tokens: int = 64, adapter: str | Path | None = None, src_length: int = 1024,
+                   max_length: int = 2048, upload_name: str | None = None) -> str:
+    """Start an eval job that evaluates ``model`` (any catalog model; an adapter with its base, or
+    ``adapter`` on ``model``) on ``data`` (a dataset folder's ``split``, or a file) and writes every
+    record's prediction to ``predictions.jsonl`` in the job's folder; returns the job id. An uploaded
+    file (``upload_name``: its name as the person picked it) is copied into the job's folder first,
+    so the job keeps the data it was judged on. Refused (with a code) before anything starts when the
+    model, the data or the split is not there or holds no record to answer."""
+    from core import jobs
+    from core.data import datasets
+
+    if adapter:
+        model_dir, adapter_dir = (str(model) if model else None), str(adapter)
+    else:
+        model_dir, adapter_dir = target_of(model)
+    data = Path(data)
+    if not data.exists():
+        raise jobs.Refused("no_data", f"{data}: no such dataset or file", path=str(data))
+    if data.is_file():
+        split = None
+    elif split not in (None, *SPLITS):
+        raise ValueError(f"split {split!r}: expected one of {', '.join(SPLITS)}")
+    try:
+        if split and split not in datasets.resolve_files(data):
+            raise jobs.Refused("no_split", f"{data} has no {split} split", path=str(data), split=split)
+        files, fmt, first = read_records(data, split, limit=1)
+    except (ValueError, OSError, datasets.DatasetError) as e:
+        if isinstance(e, jobs.Refused):
+            raise
+        raise jobs.Refused("bad_data", f"{data}: {e}", path=str(data), why=str(e)) from None
+    if not first:
+        raise jobs.Refused("no_records", f"{data}: no record to evaluate", path=str(data))
+    if fmt == "text":
+        raise jobs.Refused("text_data", f"{data} is raw text: there are no questions to answer", path=str(data))
+    limit = int(limit) if limit else None
+    args = ["predict", "--data", str(data), "--predictions", "{job}/" + PREDICTIONS_FILE,
+            "--max-new-tokens", str(int(max_new_tokens or 64)), "--src-length", str(int(src_length)),
+            "--max-length", str(int(max_length)), "--json"]
+    if model_dir:
+        args += ["--model", model_dir]
+    if adapter_dir:
+        args += ["--adapter", adapter_dir]
+    if split:
+        args += ["--split", split]
+    if limit:
+        args += ["--limit", str(limit)]
+    if upload_name is not None:
+        args += ["--copy-data", "{job}/data" + (data.suffix or ".json")]
+    what = Path(adapter_dir or model_dir or "").parent.name if Path(adapter_dir or model_dir or "").name == "output" \
+        else Path(adapter_dir or model_dir or "").name
+    on = upload_name or (f"{data.name}-{split}" if split else data.name)
+    params = {"predict": True, "model": model_dir, "adapter": adapter_dir, "data": str(data), "split": split,
+              "limit": limit, "max_new_tokens": int(max_new_tokens or 64), "upload_name": upload_name}
+    return jobs.submit("eval", args, title=f"{what} on {on}", params=params,
+                       program=[sys.executable, "-m", "core.models.evaluate"])
+
+
+def is_predict_job(job: dict) -> bool:
+    """Whether an eval job (core.jobs.list_jobs row or job.json) is a predictions job, not a comparison."""
+    return job.get("kind") == "eval" and bool((job.get("params") or {}).get("predict"))
+
+
+def latest_job(predict: bool) -> str | None:
+    """The newest predictions job (``predict``) or the newest comparison (what each view shows after a reload)."""
+    from core import jobs
+
+    return next((j["job_id"] for j in jobs.list_jobs("eval") if is_predict_job(j) == predict), None)
+
+
+def cli_main(argv: list[str]) -> int:
+    """`python -m core.models.evaluate predict ...`: the command of a predictions job (the flags of
+    `paddle-studio eval`, plus --split, --predictions FILE and --copy-data FILE)."""
+    import argparse
+    import contextlib
+    import shutil
+
+    p = argparse.ArgumentParser(prog="python -m core.models.evaluate predict",
+                                description="evaluate a model on a dataset split or a file; every prediction to a JSONL file")
+    p.add_argument("verb", choices=["predict"])
+    p.add_argument("--model", help="model folder (default with --adapter: its recorded base)")
+    p.add_argument("--adapter")
+    p.add_argument("--data", required=True, help="a dataset folder or a JSON/JSONL file")
+    p.add_argument("--split", choices=SPLITS, help="a dataset folder's split (default: dev)")
+    p.add_argument("--limit", type=int)
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--src-length", type=int, default=1024)
+    p.add_argument("--max-length", type=int, default=2048)
+    p.add_argument("--no-generation", action="store_true")
+    p.add_argument("--predictions", metavar="FILE", help="write every record's prediction here (JSON lines)")
+    p.add_argument("--copy-data", metavar="FILE", help="copy --data (a file) here first and evaluate the copy")
+    p.add_argument("--json", action="store_true")
+    a = p.parse_args(argv)
+    from core.data.datasets import DatasetError
+
+    try:
+        data = a.data
+        if a.copy_data:
+            tmp = Path(a.copy_data).with_name(f".{Path(a.copy_data).name}.tmp")
+            shutil.copyfile(a.data, tmp)
+            os.replace(tmp, a.copy_data)
+            data = a.copy_data
+        with contextlib.redirect_stdout(sys.stderr):  # stdout holds only the JSON answer
+            res = predict(a.model, a.adapter, data, a.predictions, split=a.split, limit=a.limit,
+                          max_new_tokens=a.max_new_tokens, src_length=a.src_length, max_length=a.max_length,
+                          with_generation=not a.no_generation)
+    except (DatasetError, FileNotFoundError, FileExistsError, ValueError, OSError) as e:
+        sys.stderr.write(f"paddle-studio eval: {e}\n")
+        return 2
+    if a.json:
+        sys.stdout.write(json.dumps(res, ensure_ascii=False, indent=2) + "\n")
+    else:
+        keys = ("eval_loss", "perplexity", "token_accuracy", *METRICS[3:])
+        print("  ".join(f"{k} {res[k]:.4f}" for k in keys if res.get(k) is not None)
+              + f"  ({res['records']} records, {res['seconds']} s)")
+        for n in res.get("notes", []):
+            print(f"note: {n['message']}")
+        if res.get("predictions_file"):
+            print(f"predictions: {res['predictions_file']} ({res['predictions_count']} records)")
+    return 0
+
+
+if __name__ == "__main__":
+    from core.system import quiet_import_warnings
+
+    quiet_import_warnings()
+    sys.exit(cli_main(sys.argv[1:]))

@@ -89,6 +89,51 @@ class MethodSection:
     weight_quantize_algo: str | None = _f(None, "QLoRA: quantize base weights (nf4, fp4, weight_only_int8...). GPU only.")
 
 
+# The methods that read each MethodSection field, as the studio's entries train them: "dpo+dpo_lora" means
+# DPO only while its dpo_lora switch is on. A field not named here is read by every method. The Train form
+# shows a field only while the chosen method reads it, and sends a hidden field's default (see unread_fields).
+_SFT_LIKE = tuple(x for x in METHODS if x not in ("dpo", "kto"))  # run_dpo.py / run_kto.py drop NEFTune
+FIELD_METHODS: dict[str, tuple[str, ...]] = {
+    "lora_rank": ("lora", "qlora", "dpo+dpo_lora", "kto+kto_lora"),
+    "rslora": ("lora", "qlora", "kto+kto_lora"),  # run_dpo.py's JSON drops it (NOT_DPO)
+    "lora_plus_scale": ("lora", "qlora", "kto+kto_lora"),  # the studio's DPO builds a plain LoRA
+    "pissa": ("lora", "qlora"),
+    "use_mora": ("lora", "qlora"),
+    "lora_use_mixer": ("lora", "qlora"),
+    "num_prefix_tokens": ("prefix",),
+    "vera_rank": ("vera",),
+    "lokr_dim": ("lokr",),
+    **{name: ("reft",) for name in REFT_KEYS},
+    **{name: ("dpo",) for name in DPO_KEYS},
+    **{name: ("kto",) for name in KTO_KEYS},
+    "neftune": _SFT_LIKE,
+    "neftune_noise_alpha": tuple(f"{x}+neftune" for x in _SFT_LIKE),
+    "weight_quantize_algo": ("qlora",),
+}
+
+
+def reads(m: "MethodSection", name: str) -> bool:
+    """Whether method ``m.method``, with the switches as ``m`` has them, reads MethodSection field ``name``."""
+    owners = FIELD_METHODS.get(name)
+    if owners is None:
+        return True
+    for owner in owners:
+        method, _, switch = owner.partition("+")
+        if method == m.method and (not switch or bool(getattr(m, switch))):
+            return True
+    return False
+
+
+def unread_fields(m: "MethodSection") -> list[str]:
+    """The MethodSection fields ``m.method`` does not read (the Train form hides them and sends their defaults)."""
+    return [name for name in FIELD_METHODS if not reads(m, name)]
+
+
+# The switches FIELD_METHODS depends on (besides method): a change of one changes what the form shows
+METHOD_SWITCHES = tuple(dict.fromkeys(o.partition("+")[2] for os_ in FIELD_METHODS.values() for o in os_
+                                      if "+" in o))
+
+
 @dataclass
 class TrainingSection:
     per_device_train_batch_size: int = _f(8, "Examples per process per step.")
@@ -101,6 +146,10 @@ class TrainingSection:
     lr_scheduler_type: str = _f("linear", "Learning-rate schedule (constant ignores warm-up: use constant_with_warmup).",
                                 choices=("linear", "cosine", "constant", "constant_with_warmup", "polynomial"))
     logging_steps: int = _f(1, "Write a metrics line every this many steps.")
+    report_to: str = _f("none", "Experiment tracker that also receives the logged metrics, in the run's output/vdl "
+                                "(the studio's own metrics are kept either way): none, visualdl, tensorboard (needs "
+                                "tensorboardX) or wandb (needs wandb and WANDB_MODE=offline).",
+                        choices=("none", "visualdl", "tensorboard", "wandb"))
     evaluation_strategy: str = _f("no", "When to evaluate on dev.", choices=("no", "steps", "epoch"))
     eval_steps: int = _f(100, "Evaluate every this many steps (evaluation_strategy=steps).")
     save_strategy: str = _f("steps", "When to save a checkpoint.", choices=("no", "steps", "epoch"))
@@ -207,8 +256,9 @@ class RunConfig:
         if p.sharding:
             out["sharding"] = p.sharding
         out.update(do_train=True, do_eval=self.training.evaluation_strategy != "no", disable_tqdm=True)
-        # metrics go to metrics.jsonl (the studio reads them); VisualDL only when the file asks for it
-        out["report_to"] = self.extra.get("report_to", "none")
+        # metrics go to metrics.jsonl (the studio's callback) either way; training.report_to adds a tracker
+        # (core.train.tracking) that logs into logging_dir, inside the run folder
+        out["report_to"] = "none" if self.training.report_to is None else self.training.report_to
         if output_dir:
             out["output_dir"] = output_dir
             out.setdefault("logging_dir", str(Path(output_dir) / "vdl"))
@@ -334,6 +384,8 @@ class RunConfig:
                         pass
         if "chat_template" in d and d["chat_template"] is None:  # upstream reads null as "None": no template
             cfg.data.chat_template = "none"  # (None here means the key left out: the tokenizer's own)
+        if cfg.training.report_to is None:  # left out (upstream's None means VisualDL): the studio writes "none"
+            cfg.training.report_to = "none"  # explicitly, its metrics.jsonl being the record it reads
         m = cfg.method
         if entry not in ("dpo", "kto"):
             entry = (upstream.entry_of(d) or ("",))[0]
@@ -399,6 +451,8 @@ class RunConfig:
             for f in fields(obj):
                 if f.name in d.get(s, {}):
                     setattr(obj, f.name, d[s][f.name])
+        if "report_to" in cfg.extra and "report_to" not in d.get("training", {}):  # saved before it was a field
+            cfg.training.report_to = cfg.extra.pop("report_to")
         return cfg
 
 
@@ -421,6 +475,11 @@ MESSAGES = {
     "dpo_needs_preference": ("DPO trains on preference pairs ({{src, tgt, response: [better, worse], sort}} or "
                              "{{prompt, chosen, rejected}}); {path} holds none"),
     "dpo_one_process": "DPO trains in one process in the studio ({world} asked): set nproc to 1",
+    "dpo_too_few_pairs": ("{path} holds {n} preference pair(s); DPO is refused on fewer than {need}: the larger of "
+                          "{least} (fewer teach those answers, not a preference) and one optimizer step's worth "
+                          "(per_device_train_batch_size {batch} x {world} process(es) x gradient_accumulation_steps "
+                          "{accum}). Keep more pairs in the Chat tab's compare mode, or import a larger preference "
+                          "dataset"),
     "kto_records_need_kto": ("{path} holds KTO records (one answer each, marked desirable or undesirable by sort): "
                              "train it with the kto method"),
     "kto_needs_records": ("KTO trains on records of one answer marked desirable or not ({{src, tgt, response: "
@@ -441,6 +500,12 @@ MESSAGES = {
                "AutoModelForCausalLM.from_pretrained(\"{path}\").save_pretrained(DIR), copy DIR here and point "
                "{field} at it"),
     "bad_value": "{field} must be {expected}, got {value!r}",
+    "tracker_unknown": "report_to {value!r}: PaddleNLP knows no such tracker; choose one of {expected}",
+    "tracker_missing": ("report_to {tracker}: its package {package} is not installed here (PaddleNLP would stop at "
+                        "the run's start): `pip install {package}`, or choose none (the studio's own metrics stay)"),
+    "wandb_online": ("report_to wandb: the studio sends no run over the network (wandb would need a login a training "
+                     "process cannot give); start the studio with WANDB_MODE=offline (now {mode!r}): logs go to the "
+                     "run's logging_dir, `wandb sync` them later"),
     "max_length_le_src": "max_length ({max_length}) must be greater than src_length ({src_length})",
     "prefix_with_pipeline": "prefix tuning does not work with pipeline parallel (pipeline_parallel_degree={pp})",
     "flash_mask_needs_zero_padding": "flash_mask needs zero_padding",
@@ -724,6 +789,42 @@ def _check_kto_records(ds: str, with_dev: bool, add) -> None:
                     detail=first.message if first else "")
 
 
+# The fewest preference pairs a DPO run is accepted on: fewer teach the model those few answers, not a
+# preference (one pair made a 1-step run of one example)
+MIN_DPO_PAIRS = 8
+
+
+def _check_dpo_pairs(cfg: RunConfig, ds: str, fmt: str, add) -> None:
+    """Refuse a preference dataset with fewer training pairs than MIN_DPO_PAIRS or than one optimizer
+    step takes (batch x data-parallel processes x gradient accumulation); counting stops there."""
+    import itertools
+
+    from core.data import datasets
+
+    tr, p = cfg.training, cfg.parallel
+    try:
+        batch, accum = int(tr.per_device_train_batch_size), int(tr.gradient_accumulation_steps)
+        world = int(p.world_size())
+    except (TypeError, ValueError, OverflowError):
+        return  # a bad number is reported by its own check
+    if batch <= 0 or accum <= 0 or world <= 0:
+        return
+    need = max(MIN_DPO_PAIRS, batch * world * accum)
+    if need > 100_000:  # not worth counting: a batch that large is a typo the estimate shows
+        return
+    try:
+        n = 0
+        for f in datasets.resolve_files(ds).get("train", []):
+            n += sum(1 for _ in itertools.islice(datasets.iter_records(f, fmt), need - n))
+            if n >= need:
+                return
+    except (OSError, ValueError, datasets.DatasetError):
+        return
+    if n:  # none at all: no_train_records says so
+        add("dpo_too_few_pairs", "data.dataset_name_or_path", path=ds, n=n, need=need, least=MIN_DPO_PAIRS,
+            batch=batch, world=world, accum=accum)
+
+
 def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
     """Every problem of ``cfg`` at once; [] when it can run here."""
     if has_gpu is None:
@@ -818,6 +919,8 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
                 add("kto_records_need_kto", "method.method", path=ds)
             elif m.method == "dpo" and fmt not in datasets.PREFERENCE_FORMATS:
                 add("dpo_needs_preference", "data.dataset_name_or_path", path=ds)
+            elif m.method == "dpo":
+                _check_dpo_pairs(cfg, ds, fmt, add)
             elif m.method == "kto" and fmt != "kto":
                 add("kto_needs_records", "data.dataset_name_or_path", path=ds)
             if m.method == "kto" and fmt == "kto":
@@ -895,6 +998,10 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
                 if key in x_d and x_d[key] not in (unset, None):  # run_dpo.py applies them; the studio's DPO does not
                     add("unapplied_key", f"extra.{key}", key=key, value=x_d[key], method="DPO",
                         script="llm/alignment/dpo/run_dpo.py")
+            for key, unset in (("rslora", False), ("lora_plus_scale", 1.0)):  # the same, read into the fields
+                if getattr(m, key) not in (unset, None):
+                    add("unapplied_key", f"method.{key}", key=key, value=getattr(m, key), method="DPO",
+                        script="llm/alignment/dpo/run_dpo.py")
         world_d = p.world_size()
         if world_d > 1:
             add("dpo_one_process", "parallel.nproc", world=world_d)
@@ -934,6 +1041,10 @@ def check(cfg: RunConfig, has_gpu: bool | None = None) -> list[dict]:
         add("opt_level_needs_amp", "training.fp16_opt_level")
     if tr.fp16 and tr.bf16:
         add("fp16_and_bf16", "training.bf16")
+    from core.train import tracking
+
+    for code, params in tracking.problems(tr.report_to):  # a tracker that is unknown, not installed, or online
+        add(code, "training.report_to", **params)
     x = cfg.extra or {}
     # chat_template as upstream's init_chat_template reads it: "none" trains without a template, a folder
     # means its chat_template.json (else the tokenizer's own); a path that is not there would make upstream

@@ -357,7 +357,7 @@ def build_chat_tab(ctx):
                    show_progress="hidden")
     b_better.click(lambda *v: prefer("b", *v), inputs=[chat_a, chat_b, system, pref_name, lang], outputs=pref_note,
                    show_progress="hidden")
-    run_name, spec, widgets = ctx.train_form
+    run_name, spec, widgets, preset_box = ctx.train_form
 
     def fill_train(name, a, lg):
         from studio.tabs.train import config_to_values
@@ -365,12 +365,13 @@ def build_chat_tab(ctx):
         name = (name or "").strip()
         d = workspace.datasets_dir() / name
         if not name or not (d / "train.json").is_file():
-            return [t("chat.pref_none", lg, name=name), ""] + [gr.skip()] * (len(widgets) + 1)
+            return [t("chat.pref_none", lg, name=name), ""] + [gr.skip()] * (len(widgets) + 1 + len(preset_box))
         cfg = preferences.dpo_config(d, a.partition(":")[2] if a else None)
-        return [t("chat.pref_filled", lg, name=name), "train"] + [cfg.name, *config_to_values(spec, cfg)]
+        # no preset holds this DPO run: the preset box and its description are cleared
+        return [t("chat.pref_filled", lg, name=name), "train"] + [cfg.name, *config_to_values(spec, cfg), None, ""]
 
     ctx.go_to(train_dpo.click(fill_train, inputs=[pref_name, model_a, lang],
-                              outputs=[pref_note, to_train, run_name, *widgets]), "train", to_train)
+                              outputs=[pref_note, to_train, run_name, *widgets, *preset_box]), "train", to_train)
 
     def lists():
         c = model_choices()

@@ -38,7 +38,7 @@ def merge_result(info: dict, lang: str) -> list:
 
 def eval_result(info: dict, lang: str) -> list:
     res = info.get("result")
-    if not res:  # a new (or failed) job: the last job's table and chart are not its results
+    if not res or "rows" not in res:  # a new (or failed) job, or the Evaluate tab's: not a comparison's results
         return ["", None]
     rows = res["rows"]
     table = html_table([t("merge.col_model", lang), *evaluate.METRICS, t("merge.col_records", lang)],
@@ -48,6 +48,14 @@ def eval_result(info: dict, lang: str) -> list:
     fig = bar_figure(list(scores), {r["label"]: [r.get(k) for k in scores] for r in rows}, t("merge.chart", lang),
                      y_title=t("merge.score", lang), fmt=lambda v: num(v, 3))
     return [table, fig]
+
+
+class ComparePanel(JobPanel):
+    """The newest comparison after a reload (the Evaluate tab's predictions jobs are eval jobs too)."""
+
+    def on_load(self, lang):
+        job_id = evaluate.latest_job(predict=False)
+        return [job_id, *self.render(job_id, lang)]
 
 
 def build_merge_tab(ctx):
@@ -67,7 +75,7 @@ def build_merge_tab(ctx):
         ctx.heading("merge.eval_job")
         table = gr.HTML(elem_id="eval-box")
         plot = gr.Plot(elem_id="eval-plot", show_label=False)
-        eval_panel = JobPanel(ctx, "eval", "eval", [table, plot], eval_result)
+        eval_panel = ComparePanel(ctx, "eval", "eval", [table, plot], eval_result)
         note = gr.Markdown(elem_id="merge-note")
         started_merge = gr.State(None)  # inside the Tab: a State directly under gr.Tabs shifts later tabs
         started_eval = gr.State(None)

@@ -12,7 +12,7 @@ from core import catalog, jobs
 from core.models import imports
 from studio.charts import html_table
 from studio.jobview import JobPanel
-from studio.locales import refusal, t
+from studio.locales import TEXT, refusal, t
 
 
 def _count(n) -> str:
@@ -33,9 +33,22 @@ def _size(n) -> str:
         n /= 1024
 
 
+def origin_text(origin: dict | None, lang: str) -> str:
+    """Where a model came from (core.models.imports.origin), in the user's language."""
+    if not origin:
+        return ""
+    params = {k: v for k, v in origin.items() if k != "code"}
+    if "how" in params:
+        params["how"] = t(f"models.how.{params['how']}", lang)
+    if "method" in params and f"models.method.{params['method']}" in TEXT:
+        params["method"] = t(f"models.method.{params['method']}", lang)
+    return t(f"models.origin.{origin['code']}", lang, **params)
+
+
 def models_table(lang: str) -> str:
     rows = [[m["name"], t(f"models.kind_{m['kind']}", lang), m["family"] or "?", _count(m["parameters"]),
-             _size(m["size_bytes"]), t("models.yes", lang) if m["chat_template"] else t("models.no", lang), m["origin"]]
+             _size(m["size_bytes"]), t("models.yes", lang) if m["chat_template"] else t("models.no", lang),
+             origin_text(m["origin"], lang)]
             for m in catalog.model_rows()]
     cols = [t(f"models.col_{c}", lang) for c in ("name", "kind", "family", "params", "size", "template", "origin")]
     return html_table(cols, rows, elem_id="models-table", empty=t("models.empty", lang))

@@ -18,7 +18,7 @@ import gradio as gr
 from core.train import cluster, control, monitor, runs
 from studio.app import View, unsent
 from studio.charts import html_table, line_figure, log_html, num
-from studio.locales import t
+from studio.locales import refusal, t
 
 TICK = 2.0
 FIGURE_EVERY = 6.0  # seconds between two redraws of a training run's loss chart, twice that for its second chart
@@ -216,7 +216,7 @@ def _size(f) -> int | None:
 def _signature(d) -> list:
     sig = []
     for f in ("status.json", "log/workerlog.0", "launcher.log", "studio.json", "startup.jsonl", "verify.json",
-              monitor.FILE):
+              monitor.FILE, "tracking_board.json"):
         try:
             stt = (d / f).stat()
             sig.append((stt.st_mtime_ns, stt.st_size))
@@ -259,6 +259,20 @@ def resources_figure(d, lang: str):
         for g in (r.get("machine") or {}).get("gpus", []):
             series.setdefault(t("runs.res_gpu_mem", lang, i=g["gpu"]), []).append(((r["time"] - t0) / 60, g["mem_used_mib"]))
     return line_figure(series, t("runs.res_chart", lang), t("runs.res_time", lang), "MiB", right=(cpu,))
+
+
+def tracking_md(run_id: str, lang: str) -> str:
+    """The run's experiment tracker (report_to): VisualDL's board link when it runs, else how to see
+    the logs; "" for a run that reports to none."""
+    from core.train import tracking
+
+    link = tracking.tracking_link(run_id)
+    if not link:
+        return ""
+    params = dict(link["params"])
+    if params.get("url"):
+        params["url"] = f"<a href='{escape(params['url'])}' target='_blank' id='run-board-link'>{escape(params['url'])}</a>"
+    return "\n\n" + t(link["text"], lang, **params)
 
 
 def snapshot(run_id: str | None, compare: str | None, view: dict | None, lang: str, force: bool = False,
@@ -327,7 +341,7 @@ def snapshot(run_id: str | None, compare: str | None, view: dict | None, lang: s
         res_fig = fig if fig is not None else (None if force else gr.skip())
     strip = cluster.strip(d)  # [] unless the run spans several machines
     out = {
-        "status": status_markdown(run_id, st, p, lang) + resources_md(d, lang),
+        "status": status_markdown(run_id, st, p, lang) + resources_md(d, lang) + tracking_md(run_id, lang),
         "progress": progress_html(st, p, lang),
         "caption": curve_caption(run_id, view["records"], lang) if redraw else gr.skip(),
         "log": log_html(runs.tail_log(d)),
@@ -398,6 +412,10 @@ def build_runs_tab(ctx, started):
                         for a in ("save", "eval", "stop-after-eval", "stop-and-save")}
             ctl_lr = tr(gr.Number(None, label=ctx.text("runs.ctl_lr"), elem_id="run-ctl-lr-value"), "runs.ctl_lr")
             ctl_lr_btn = tr(gr.Button(ctx.text("runs.ctl_lr_set"), size="sm", elem_id="run-ctl-lr"), "runs.ctl_lr_set", "value")
+            board_btn = tr(gr.Button(ctx.text("tracking.start"), size="sm", elem_id="run-board-start"), "tracking.start",
+                           "value")
+            board_stop = tr(gr.Button(ctx.text("tracking.stop"), size="sm", elem_id="run-board-stop"), "tracking.stop",
+                            "value")
         action_msg = gr.Markdown(elem_id="run-action-msg")
         nodes_box = gr.HTML(elem_id="run-nodes")
         with gr.Row():
@@ -538,6 +556,27 @@ def build_runs_tab(ctx, started):
     started.change(follow_started, inputs=[started, lang], outputs=[pick, table, list_sig], show_progress="hidden")
     for a, btn in ctl_btns.items():
         btn.click(lambda r, lg, a=a: steer(a, r, lg), inputs=[pick, lang], outputs=action_msg)
+
+    def board(run_id, lg, start=True):
+        """Start (or stop) the run's VisualDL board, served by the studio on 127.0.0.1 while it runs."""
+        from core import jobs
+        from core.train import tracking
+
+        if not run_id:
+            return t("runs.pick_first", lg)
+        try:
+            if not start:
+                tracking.stop_board(run_id)
+                return tracking_md(run_id, lg).strip() or t("refused.board_not_visualdl", lg, run=run_id, report_to="none")
+            tracking.start_board(run_id)
+        except jobs.Refused as e:
+            return t("error.prefix", lg) + refusal(e, lg)
+        except (ValueError, FileNotFoundError) as e:
+            return t("error.prefix", lg) + str(e)
+        return tracking_md(run_id, lg).strip()
+
+    board_btn.click(board, inputs=[pick, lang], outputs=action_msg)
+    board_stop.click(lambda r, lg: board(r, lg, start=False), inputs=[pick, lang], outputs=action_msg)
     ctl_lr_btn.click(lambda v, r, lg: steer(f"lr={v:g}" if isinstance(v, (int, float)) else "lr=", r, lg),
                      inputs=[ctl_lr, pick, lang], outputs=action_msg)
     for btn, action in ((stop_btn, "stop"), (resume_btn, "resume"), (cont_btn, "continue")):

@@ -28,7 +28,8 @@ MAIN_FIELDS = {
     "data": ["dataset_name_or_path", "src_length", "max_length"],
     "method": ["method", "lora_rank", "num_prefix_tokens", "vera_rank", "lokr_dim", "reft_position", "reft_rank", "dpo_beta",
                "kto_beta"],
-    "training": ["per_device_train_batch_size", "learning_rate", "num_train_epochs", "max_steps", "eval_steps", "save_steps"],
+    "training": ["per_device_train_batch_size", "learning_rate", "num_train_epochs", "max_steps", "eval_steps", "save_steps",
+                 "report_to"],
     "parallel": ["nproc", "nodes"],
 }
 SECTION_CLASSES = {
@@ -64,7 +65,22 @@ def _help(name: str, meta_help: str, lang: str) -> str:
 
 
 def _widget(section: str, f, lang: str):
-    """One widget for one dataclass field, chosen by its type."""
+    """One widget for one dataclass field, chosen by its type; a method field the default method does
+    not read starts hidden (see method_visibility)."""
+    w = _widget_of(section, f, lang)
+    if section == "method" and not config.reads(config.MethodSection(), f.name):
+        w.visible = False
+    return w
+
+
+def method_visibility(names: list[str], method, *switches) -> list:
+    """gr.update(visible=...) for each method field in ``names``: shown while ``method`` (with the
+    switches of config.METHOD_SWITCHES, in that order) reads it, as config.FIELD_METHODS says."""
+    m = config.MethodSection(method=method, **{k: bool(v) for k, v in zip(config.METHOD_SWITCHES, switches)})
+    return [gr.update(visible=config.reads(m, n)) for n in names]
+
+
+def _widget_of(section: str, f, lang: str):
     help_ = _help(f.name, f.metadata.get("help", ""), lang)
     label = field_label(f.name, lang)
     default = f.default if f.default is not MISSING else None
@@ -105,7 +121,13 @@ def values_to_config(spec: list[tuple[str, str]], name: str, values: list) -> Ru
         elif fname == "nodes":
             v = ",".join(v) if isinstance(v, list) else (v or "")
         d.setdefault(section, {})[fname] = v
-    return RunConfig.from_dict(d)
+    cfg = RunConfig.from_dict(d)
+    # a field the method does not read is hidden in the form: what it holds (set for another method) is
+    # not sent, its default is (the field keeps its value for when that method is chosen again)
+    defaults = config.MethodSection()
+    for fname in config.unread_fields(cfg.method):
+        setattr(cfg.method, fname, getattr(defaults, fname))
+    return cfg
 
 
 def config_to_values(spec: list[tuple[str, str]], cfg: RunConfig) -> list:
@@ -243,6 +265,8 @@ def build_train_tab(ctx):
         return refresh(name, lg, *values)
 
     def load_preset(name, lg):
+        if not name:  # the box was cleared (the form holds no preset): nothing to load
+            return [gr.update()] * (len(widgets) + 1) + [""]
         try:
             cfg = config.load_preset(name)
         except (OSError, ValueError, KeyError) as e:
@@ -269,12 +293,12 @@ def build_train_tab(ctx):
 
     def load_saved(name, lg):
         if not name:
-            return [gr.update()] * (len(widgets) + 1)
+            return [gr.update()] * (len(widgets) + 3)
         try:
             cfg = config.load_named(name)
         except (OSError, ValueError):
-            return [gr.update()] * (len(widgets) + 1)
-        return [name, *config_to_values(spec, cfg)]
+            return [gr.update()] * (len(widgets) + 3)
+        return [name, *config_to_values(spec, cfg), None, ""]  # the form no longer holds the preset
 
     def start(text, lg):
         if not text:
@@ -351,7 +375,18 @@ def build_train_tab(ctx):
                           show_progress="hidden")
     save_btn.click(None, inputs=form_inputs, outputs=[to_save], js=FORM_JS)
     to_save.change(save, inputs=[to_save, lang], outputs=[start_msg, saved])
-    load_btn.click(load_saved, inputs=[saved, lang], outputs=[run_name, *widgets], show_progress="hidden")
+    load_btn.click(load_saved, inputs=[saved, lang], outputs=[run_name, *widgets, preset, preset_desc],
+                   show_progress="hidden")
+    # a method field is shown only while the chosen method (and its switches) reads it, at once on a
+    # change of either (a language switch updates labels only, and a reload builds the preset's lora)
+    owned = [(w, fname) for w, (section, fname) in zip(widgets, spec)
+             if section == "method" and fname in config.FIELD_METHODS]
+    names = [fname for _, fname in owned]
+    method_inputs = [widgets[spec.index(("method", k))] for k in ("method", *config.METHOD_SWITCHES)]
+    visibility = lambda *v: method_visibility(names, *v)  # noqa: E731
+    for switch in method_inputs:
+        switch.change(visibility, inputs=method_inputs, outputs=[w for w, _ in owned], show_progress="hidden",
+                      queue=False)
     start_btn.click(None, inputs=form_inputs, outputs=[to_start], js=FORM_JS)
     preflight_btn.click(None, inputs=form_inputs, outputs=[to_preflight], js=FORM_JS)
     to_preflight.change(on_nodes(preflight), inputs=[to_preflight, lang], outputs=[start_msg])
@@ -368,7 +403,8 @@ def build_train_tab(ctx):
         meta = next(f for f in fields(SECTION_CLASSES[section]) if f.name == fname)
         ctx.tr_fn(w, "info", lambda lg, n=fname, h=meta.metadata.get("help", ""): _help(n, h, lg))
         ctx.tr_fn(w, "label", lambda lg, n=fname: field_label(n, lg))
-    ctx.train_form = (run_name, spec, widgets)
+    # the preset box and its description last: a tab that fills the form in clears them (it no longer holds the preset)
+    ctx.train_form = (run_name, spec, widgets, [preset, preset_desc])
     model_w = widgets[spec.index(("model", "model_name_or_path"))]
     data_w = widgets[spec.index(("data", "dataset_name_or_path"))]
     nodes_w = widgets[spec.index(("parallel", "nodes"))]
