@@ -221,6 +221,53 @@ def cmd_data_list(a) -> int:
     return 0
 
 
+def cmd_data_preview(a) -> int:
+    from core.data import datasets
+
+    res = datasets.preview_page(a.dataset, split=a.split, page=a.page, page_size=a.page_size, fmt=a.format)
+    if a.json:
+        _print_json(res)
+        return 0
+    print(f"{res['path']} [{res['split']}] format {res['format']} ({res['kind']}): page {res['page']} of "
+          f"{res['pages']}, {res['total']} rows")
+    cols = res["columns"][1:]
+    for r in res["rows"]:
+        where = f"{r['file']}:{r['line']}" if len(res["files"]) > 1 else str(r["line"])
+        if r["problem"]:
+            fld = f" [{r['problem']['field']}]" if r["problem"]["field"] else ""
+            print(f"{where:>6}{fld} {r['problem']['message']}")
+        else:
+            print(f"{where:>6} " + " | ".join(f"{c}: {str(r[c]).replace(chr(10), ' / ')}" for c in cols if r[c] != ""))
+    return 0
+
+
+def _mix_part(count: bool):
+    def parse(spec: str):
+        from core.data import mix
+
+        try:
+            return mix.parse_part(spec, count=count)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(f"{spec!r}: expected DATASET={'N' if count else 'RATIO'} ({e})") from None
+
+    return parse
+
+
+def cmd_data_mix(a) -> int:
+    from core.data import mix
+
+    meta = mix.mix(a.name, [*(a.part or []), *(a.part_count or [])], seed=a.seed)
+    if a.json:
+        _print_json(meta)
+    else:
+        print(f"mixed {meta['name']}: {meta['train']} train, {meta['dev']} dev ({meta['format']}, seed {meta['seed']})")
+        for p in meta["mix"]["parts"]:
+            amount = f"ratio {p['ratio']:g}" if p["ratio"] is not None else f"count {p['count']}"
+            print(f"  {p['dataset']}: {amount}: train {p['train_taken']} of {p['train_available']}, "
+                  f"dev {p['dev_taken']} of {p['dev_available']}")
+    return 0
+
+
 def _load_run_config(path: str, name: str | None = None):
     """A PaddleNLP argument JSON, a run preset file, or a preset name -> RunConfig."""
     from core.train import config
@@ -901,6 +948,30 @@ def build_parser() -> argparse.ArgumentParser:
     dl = data.add_parser("list", help="datasets in the workspace")
     dl.add_argument("--json", action="store_true")
     dl.set_defaults(func=cmd_data_list)
+
+    dp = data.add_parser("preview", help="one page of a dataset (workspace name, folder or file) as rows")
+    dp.add_argument("dataset", help="a workspace dataset name, a dataset folder or a data file")
+    dp.add_argument("--split", default="train", help="train or dev (a single file has one split)")
+    dp.add_argument("--page", type=int, default=1, help="page number, from 1 (clamped to the last page)")
+    dp.add_argument("--page-size", type=int, default=20)
+    dp.add_argument("--format", default="auto", choices=["auto", "paddlenlp", "alpaca", "sharegpt", "messages", "text",
+                                                         "preference", "chosen_rejected", "kto"])
+    dp.add_argument("--json", action="store_true")
+    dp.set_defaults(func=cmd_data_preview)
+
+    dm = data.add_parser("mix", help="mix 2+ datasets of one kind into workspace/datasets/NAME by ratio or count",
+                         description="Each part gives round(RATIO x its train records) (0.5 a random half, 1 all, "
+                                     "2 each record twice) or exactly N (--part-count); dev takes the same fraction of "
+                                     "each part's dev records. Shuffled with --seed; meta.json records parts, amounts "
+                                     "and seed.")
+    dm.add_argument("--name", required=True)
+    dm.add_argument("--part", action="append", type=_mix_part(False), metavar="DATASET=RATIO",
+                    help="a dataset and the fraction of its train records to take (repeat for each dataset)")
+    dm.add_argument("--part-count", action="append", type=_mix_part(True), metavar="DATASET=N",
+                    help="a dataset and exactly how many train records to take")
+    dm.add_argument("--seed", type=int, default=42)
+    dm.add_argument("--json", action="store_true")
+    dm.set_defaults(func=cmd_data_mix)
 
     cfg = sub.add_parser("config", help="run configs").add_subparsers(dest="config_verb", required=True)
     cc = cfg.add_parser("check", help="report every problem of a config without running it")

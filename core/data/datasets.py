@@ -1,4 +1,6 @@
-"""Datasets: PaddleNLP's src/tgt JSON-lines layout, streaming validation, conversion, stats, import.
+"""Datasets: PaddleNLP's src/tgt JSON-lines layout, streaming validation, conversion, stats, import,
+paged preview (:func:`preview_page`) and what a run records of its dataset (:func:`provenance`).
+Mixing datasets is :mod:`core.data.mix`.
 
 PaddleNLP's fine-tuning reads JSON lines ``{"src": ..., "tgt": ...}`` where each field is a
 string (one turn) or a list of strings (multi-turn, same length). A dataset is one file, or a
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import itertools
 import json
 import os
 import random
@@ -94,6 +97,14 @@ MESSAGES = {
     "no_records": "no usable records",
     "bad_dev_ratio": "dev ratio must be between 0 and 0.5, got {ratio}",
     "unknown_format": "unknown format {fmt!r}; expected auto or one of {expected}",
+    "no_split": "{path} has no {split} split (it has: {splits})",
+    "mix_too_few": "a mix needs at least 2 datasets, got {n}",
+    "mix_same_part": "dataset {dataset!r} is named twice in the mix",
+    "mix_bad_ratio": "ratio of {dataset!r} must be a number above 0 and at most {limit}, got {value}",
+    "mix_bad_count": "record count of {dataset!r} must be a whole number of at least 1, got {value}",
+    "mix_incompatible": ("cannot mix {a!r} ({a_kind}) with {b!r} ({b_kind}): a training set holds one kind of "
+                         "record (chat src/tgt, preference pairs, KTO answers or raw text)"),
+    "mix_empty_part": "dataset {dataset!r} has no usable training records",
 }
 
 # a BOM is skipped when reading (every record is still read): a warning, like Windows line ends
@@ -1200,6 +1211,220 @@ def preview(path: str | Path, n: int = 20, fmt: str = "auto") -> list[dict]:
         if len(out) >= n:
             break
     return out
+
+
+# ---------------------------------------------------------------- paged preview
+
+# what a record is, whatever file format it came in: records of one kind can share a training set
+KINDS = {"paddlenlp": "chat", "alpaca": "chat", "sharegpt": "chat", "messages": "chat", "text": "text",
+         "preference": "preference", "chosen_rejected": "preference", "kto": "kto"}
+# the columns that matter for each kind (besides the line number and a problem, when the line has one)
+PREVIEW_COLUMNS = {
+    "chat": ("turns", "system", "src", "tgt"),
+    "preference": ("turns", "src", "chosen", "rejected"),
+    "kto": ("turns", "src", "answer", "label"),
+    "text": ("text",),
+}
+MAX_CELL = 400  # characters of one cell in a preview row (the rest becomes "…")
+
+
+def resolve_dataset(ref: str | Path) -> Path:
+    """A workspace dataset's folder by ``name``, else ``ref`` as a path to a folder or file."""
+    s = str(ref).strip()
+    if s and workspace.check_name(s) is None and (workspace.datasets_dir() / s).is_dir():
+        return workspace.datasets_dir() / s
+    p = Path(s).expanduser()
+    if not s or not (p.is_file() or p.is_dir()):
+        raise _refuse_path(p)
+    return p
+
+
+def kind_of(path: str | Path, fmt: str = "auto") -> tuple[str, str]:
+    """(format, kind) of a file or dataset folder: kind is chat, preference, kto or text."""
+    if fmt == "auto":
+        fmt = detect_format(path) or "paddlenlp"
+    elif fmt not in FORMATS:
+        raise DatasetError("unknown_format", fmt=fmt, expected=", ".join(FORMATS))
+    return fmt, KINDS[fmt]
+
+
+def _count_lines(path: Path) -> int:
+    """Lines of a file, counted in 1 MB blocks (nothing parsed; a last line without a line end counts)."""
+    n, last = 0, b"\n"
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            n += chunk.count(b"\n")
+            last = chunk[-1:]
+    return n + (last != b"\n")
+
+
+def _line_based(path: Path) -> bool:
+    """Whether a row of the preview is a line of the file (JSON lines), so that a page can be found
+    by skipping lines unparsed; a JSON array or a .txt file is read through the validator's reader."""
+    return path.suffix.lower() != ".txt" and not _is_json_array(path)
+
+
+def _skip_lines(f, n: int) -> None:
+    for _ in range(n):
+        while True:  # bounded reads: a huge line never sits in memory whole
+            chunk = f.readline(1 << 20)
+            if not chunk or chunk.endswith(b"\n"):
+                break
+        if not chunk:
+            return
+
+
+def _read_line(f, limit: int) -> tuple[bytes | None, int]:
+    """The next line (None when longer than ``limit``), and its length; (b"", 0) at the end."""
+    raw = f.readline(limit + 2)
+    if len(raw) <= limit + 1 or raw.endswith(b"\n"):
+        return raw, len(raw)
+    length = len(raw)
+    while True:
+        chunk = f.readline(1 << 20)
+        length += len(chunk)
+        if not chunk or chunk.endswith(b"\n"):
+            return None, length
+
+
+def _parse_line(raw: bytes | None, length: int, first: bool):
+    """One line as (value, None) or (None, (code, params)) — the validator's line-level codes."""
+    if raw is None:
+        return None, ("line_too_long", {"length": length, "limit": MAX_LINE_BYTES})
+    if first and raw.startswith(BOM):
+        raw = raw[3:]
+    if not raw.strip():
+        return None, ("blank_line", {})
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return None, ("not_utf8", {"position": e.start + 1})
+    try:
+        return json.loads(text), None
+    except RecursionError:
+        return None, ("too_deep", {"limit": sys.getrecursionlimit()})
+    except json.JSONDecodeError as e:
+        return None, ("invalid_json", {"detail": e.msg, "column": e.colno})
+    except ValueError as e:  # an over-long number
+        return None, ("invalid_json", {"detail": str(e)[:80], "column": 0})
+
+
+def _cell(value) -> str:
+    if isinstance(value, list):
+        value = "\n".join(f"[{i + 1}] {v}" for i, v in enumerate(value)) if len(value) > 1 else (value[0] if value else "")
+    s = "" if value is None else str(value)
+    return s if len(s) <= MAX_CELL else s[: MAX_CELL - 1] + "…"
+
+
+def preview_cells(rec: dict, kind: str) -> dict:
+    """The columns of :data:`PREVIEW_COLUMNS` for one converted record of ``kind``."""
+    if kind == "text":
+        return {"text": _cell(rec["text"])}
+    src = rec["src"] if isinstance(rec["src"], list) else [rec["src"]]
+    if kind == "chat":
+        tgt = rec["tgt"] if isinstance(rec["tgt"], list) else [rec["tgt"]]
+        return {"turns": len(src), "system": _cell(rec.get("system")), "src": _cell(src), "tgt": _cell(tgt)}
+    if kind == "preference":
+        return {"turns": len(src), "src": _cell(src), "chosen": _cell(rec["response"][0]),
+                "rejected": _cell(rec["response"][1])}
+    return {"turns": len(src), "src": _cell(src), "answer": _cell(rec["response"][0]),
+            "label": "desirable" if rec["sort"][0] == 1 else "undesirable"}
+
+
+def preview_page(source: str | Path, split: str = "train", page: int = 1, page_size: int = 20,
+                 fmt: str = "auto") -> dict:
+    """One page of a dataset (a workspace name, a folder or a file) as table rows.
+
+    A row is a line of the split's file(s) (a JSON-array item or a .txt line for those files), so
+    ``total`` counts lines, blank and broken ones included: such a row carries ``problem`` (the
+    validator's text) instead of cells. Counting reads the files in 1 MB blocks without parsing
+    them, and a page skips the lines before it unparsed: page 1 of a 1 GB file parses 20 lines.
+    A single file has one split, ``data``, whatever ``split`` asks. ``page`` is clamped to the
+    pages there are. Returns {path, split, splits, files, format, kind, columns, rows, total, page,
+    pages, page_size}; each row is {file, line, problem, <column>: text}, ``problem`` None or
+    {code, params, field, message}.
+    """
+    path = resolve_dataset(source)
+    groups = resolve_files(path)
+    fmt, kind = kind_of(path, fmt)
+    if "data" in groups:
+        split = "data"
+    elif split not in groups:
+        if split != "dev":
+            raise DatasetError("no_split", path=str(path), split=split, splits=", ".join(groups))
+        groups = {**groups, "dev": []}  # a dataset without dev records: an empty page
+    files = groups[split]
+    page_size = max(1, int(page_size))
+    counts = []
+    for f in files:
+        counts.append(_count_lines(f) if _line_based(f) else sum(1 for _ in _iter_parsed(f, MAX_LINE_BYTES, [])))
+    total = sum(counts)
+    pages = max(1, -(-total // page_size))
+    page = max(1, min(int(page), pages))
+    start, want = (page - 1) * page_size, page_size
+    rows: list[dict] = []
+    for f, n in zip(files, counts):
+        if start >= n:
+            start -= n
+            continue
+        if _line_based(f):
+            items = _page_lines(f, start, want)
+        else:
+            parsed = ((_where(k)[0], v, None) for k, v in _iter_parsed(f, MAX_LINE_BYTES, []))
+            items = list(itertools.islice(parsed, start, start + want))
+        for line, value, prob in items:
+            row = {"file": f.name, "line": line, "problem": None, **{c: "" for c in PREVIEW_COLUMNS[kind]}}
+            if prob is None:
+                try:
+                    row.update(preview_cells(to_src_tgt(value, fmt), kind))
+                except RecordError as e:
+                    prob = (e.code, {**e.params, "field": e.field})
+                except (KeyError, IndexError, TypeError, ValueError) as e:  # a record of another kind
+                    prob = ("wrong_type", {"expected": kind, "got": type(e).__name__, "field": ""})
+            if prob is not None:
+                code, params = prob
+                row["problem"] = {"code": code, "params": params, "field": params.get("field", ""),
+                                  "message": message(code, params)}
+            rows.append(row)
+        want -= len(items)
+        start = 0
+        if want <= 0:
+            break
+    return {"path": str(path), "split": split, "splits": list(groups), "files": [f.name for f in files],
+            "format": fmt, "kind": kind,
+            "columns": ["line", *PREVIEW_COLUMNS[kind]], "rows": rows, "total": total, "page": page,
+            "pages": pages, "page_size": page_size}
+
+
+def _page_lines(f: Path, start: int, want: int) -> list:
+    out = []
+    with open(f, "rb") as r:
+        _skip_lines(r, start)
+        for i in range(want):
+            raw, length = _read_line(r, MAX_LINE_BYTES)
+            if raw == b"":
+                break
+            value, prob = _parse_line(raw, length, start + i == 0)
+            out.append((start + i + 1, value, prob))
+    return out
+
+
+def provenance(path: str | Path | None) -> dict | None:
+    """What a run records about the dataset it trains on: the dataset folder's meta.json (its name,
+    source and checksum, counts, seed, and for a mix the parts with their ratios and counts), with
+    the path; None for no path or a folder the studio did not write (no meta.json). Never raises."""
+    if not path:
+        return None
+    try:
+        p = Path(path)
+        d = p if p.is_dir() else p.parent
+        meta = json.loads((d / workspace.DATASET_META).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict):
+        return None
+    keep = ("name", "source", "source_sha256", "format", "train", "dev", "seed", "created", "mix")
+    return {"path": str(Path(path).resolve()), **{k: meta[k] for k in keep if k in meta}}
 
 
 def as_turns(rec: dict) -> list[tuple[str, str]]:

@@ -26,6 +26,7 @@ from datetime import datetime
 from pathlib import Path
 
 from core import jobs, system, workspace
+from core.data import datasets
 from core.train import checkpoints, control, monitor, upstream, warm
 from core.train.config import RunConfig, cpu_cores
 
@@ -157,7 +158,7 @@ def create(cfg: RunConfig, meta: dict | None = None) -> str:
         {"run_id": run_id, "name": cfg.name, "method": cfg.method.method, "parallel": parallel,
          "device_key": device_key(parallel), "command": argv, "created": _now(),
          "versions": {k: info[k] for k in ("paddle", "paddlenlp", "gradio")}, "device": info["device"],
-         "history": [], **(meta or {})},
+         "history": [], "dataset": datasets.provenance(cfg.data.dataset_name_or_path), **(meta or {})},
     )
     write_status(d, state="queued", created=_now())
     return run_id

@@ -1,4 +1,5 @@
-"""Dataset tab: upload or pick a file, validate it line by line, preview, token lengths, import.
+"""Dataset tab: upload or pick a file, validate it line by line, preview, token lengths, import;
+browse a workspace dataset page by page; mix datasets by ratio into a new one.
 
 Handlers are thin: widget values -> core.data.datasets call -> display. Every message goes through
 studio.locales so the zh/en switch covers it.
@@ -14,11 +15,14 @@ import gradio as gr
 
 from core import workspace
 from core.data import datasets
+from core.data import mix as mixing
 from studio.charts import histogram_figure, html_table
 from studio.locales import problem, t
 
 FORMAT_CHOICES = ["auto", *datasets.FORMATS]
 MAX_PREVIEW = 50
+PAGE_SIZE = 10  # rows of a page of the dataset browser
+MIX_SLOTS = 4  # datasets a mix can take in the studio (the CLI takes any number)
 
 
 @dataclass
@@ -257,6 +261,85 @@ def run_import(source, fmt, name, dev_ratio, skip_bad, lang):
     return msg, datasets_frame(lang), gr.update(choices=workspace_files())
 
 
+# ---------------------------------------------------------------- browsing and mixing
+
+
+def dataset_choices() -> list[tuple[str, str]]:
+    """Workspace datasets as (name, folder) for the browser and the mix pickers."""
+    return [(m.get("name") or Path(m["path"]).name, m["path"]) for m in datasets.list_datasets()]
+
+
+def browse_table(res: dict | None, lang: str) -> str:
+    if not res:
+        return ""
+    cols = res["columns"]
+    rows = []
+    for r in res["rows"]:
+        cells = [r["line"] if len(res.get("files", [1])) <= 1 else f"{r['file']}:{r['line']}"]
+        if r["problem"]:
+            p = r["problem"]
+            reason = problem(p["code"], p["params"], lang)
+            cells += [t("dataset.row_problem", lang, field=p["field"] or "—", reason=reason)] + [""] * (len(cols) - 2)
+        else:
+            for c in cols[1:]:
+                v = r[c]
+                if c == "label":
+                    v = t(f"dataset.kto_{v}", lang)
+                cells.append(v)
+        rows.append(cells)
+    return html_table([t(f"dataset.col_{c}", lang) for c in cols], rows, elem_id="browse-rows")
+
+
+def browse_info(res: dict | None, lang: str) -> str:
+    if not res:
+        return t("dataset.browse_none", lang)
+    return t("dataset.browse_info", lang, page=res["page"], pages=res["pages"], total=res["total"], split=res["split"],
+             fmt=res["format"], kind=res["kind"])
+
+
+def run_browse(ds, split, page, lang, step: int = 0):
+    """-> browse state, table, info line, page number (clamped to the pages there are)."""
+    if not ds:
+        return None, "", t("dataset.browse_none", lang), 1
+    try:
+        res = datasets.preview_page(ds, split or "train", int(page or 1) + step, PAGE_SIZE)
+    except Exception as e:  # noqa: BLE001 - the UI must show, not crash
+        return None, "", _error_text(e, lang), 1
+    return res, browse_table(res, lang), browse_info(res, lang), res["page"]
+
+
+def mix_message(result: dict | None, lang: str) -> str:
+    """The last mix's outcome ({"meta": ...} or {"error": code, "params": ...}) in ``lang``."""
+    if not result:
+        return ""
+    if "error" in result:
+        if result["error"] == "unexpected":
+            return t("error.prefix", lang) + t("error.unexpected", lang, detail=result["params"]["detail"])
+        return t("error.prefix", lang) + problem(result["error"], result["params"], lang)
+    meta = result["meta"]
+    parts = ", ".join(t("dataset.mixed_part", lang, dataset=p["dataset"], taken=p["train_taken"],
+                        available=p["train_available"]) for p in meta["mix"]["parts"])
+    return t("dataset.mixed", lang, name=meta["name"], train=meta["train"], dev=meta["dev"], parts=parts)
+
+
+def run_mix(name, seed, lang, *slots):
+    """slots: dataset, ratio, dataset, ratio, … -> result state, message, list table, then the pickers."""
+    parts = [(d, float(r) if r is not None else 0.0) for d, r in zip(slots[::2], slots[1::2]) if d]
+    try:
+        meta = mixing.mix((name or "").strip(), parts, seed=int(seed if seed is not None else 42))
+        result = {"meta": meta}
+    except datasets.DatasetError as e:
+        result = {"error": e.code, "params": e.params}
+    except Exception as e:  # noqa: BLE001
+        result = {"error": "unexpected", "params": {"detail": f"{type(e).__name__}: {e}"}}
+    skip = [gr.update()] * (3 + MIX_SLOTS)
+    if "error" in result:
+        return (result, mix_message(result, lang), *skip)
+    files = gr.update(choices=workspace_files())
+    ds = gr.update(choices=dataset_choices())
+    return (result, mix_message(result, lang), datasets_frame(lang), files, *[ds] * (1 + MIX_SLOTS))
+
+
 # ---------------------------------------------------------------- layout
 
 
@@ -316,6 +399,40 @@ def build_dataset_tab(ctx) -> DatasetTab:
             gr.HTML(datasets_frame(lang0), label=ctx.text("dataset.list"), show_label=True, container=True, elem_id="dataset-list"),
             "dataset.list",
         )
+        ctx.heading("dataset.browse")
+        browse = gr.State(None)
+        ds0 = dataset_choices()
+        with gr.Row():
+            b_pick = tr(gr.Dropdown(ds0, value=None, label=ctx.text("dataset.browse_pick"), elem_id="browse-pick"),
+                        "dataset.browse_pick")
+            b_split = tr(gr.Radio(["train", "dev"], value="train", label=ctx.text("dataset.browse_split"),
+                                  elem_id="browse-split"), "dataset.browse_split")
+            b_prev = tr(gr.Button(ctx.text("dataset.browse_prev"), elem_id="browse-prev"), "dataset.browse_prev", "value")
+            b_page = tr(gr.Number(1, precision=0, minimum=1, label=ctx.text("dataset.browse_page"), elem_id="browse-page"),
+                        "dataset.browse_page")
+            b_next = tr(gr.Button(ctx.text("dataset.browse_next"), elem_id="browse-next"), "dataset.browse_next", "value")
+        b_info = gr.Markdown(ctx.text("dataset.browse_none"), elem_id="browse-info")
+        b_table = gr.HTML(elem_id="browse-table")
+        ctx.heading("dataset.mix")
+        tr(gr.Markdown(ctx.text("dataset.mix_help")), "dataset.mix_help", "value")
+        mix_dds, slots = [], []
+        with gr.Row():
+            for i in range(MIX_SLOTS):
+                with gr.Column(min_width=160):
+                    dd = tr(gr.Dropdown(ds0, value=None, label=f"{ctx.text('dataset.mix_part')} {i + 1}",
+                                        elem_id=f"mix-ds-{i}"), "dataset.mix_part", "label", f"{{}} {i + 1}")
+                    ratio = tr(gr.Number(1.0, minimum=0, label=ctx.text("dataset.mix_ratio"), elem_id=f"mix-ratio-{i}"),
+                               "dataset.mix_ratio")
+                mix_dds.append(dd)
+                slots += [dd, ratio]
+        with gr.Row():
+            mix_name = tr(gr.Textbox(label=ctx.text("dataset.mix_name"), elem_id="mix-name"), "dataset.mix_name")
+            mix_seed = tr(gr.Number(42, precision=0, label=ctx.text("dataset.mix_seed"), elem_id="mix-seed"),
+                          "dataset.mix_seed")
+            mix_btn = tr(gr.Button(ctx.text("dataset.mix_btn"), variant="primary", elem_id="mix-btn"),
+                         "dataset.mix_btn", "value")
+        mix_state = gr.State(None)
+        mix_msg = gr.Markdown(elem_id="dataset-mix-msg")
 
     lang = ctx.lang
     val_outputs = [summary, problems_df, report, records, record, chat, name]
@@ -330,18 +447,36 @@ def build_dataset_tab(ctx) -> DatasetTab:
     )
     validate_btn.click(run_validation, inputs=[source, fmt, name, lang], outputs=val_outputs)
     def refresh_lists(lg):
-        return gr.update(choices=workspace_files()), gr.update(choices=tokenizer_choices()), datasets_frame(lg)
+        ds = gr.update(choices=dataset_choices())
+        return (gr.update(choices=workspace_files()), gr.update(choices=tokenizer_choices()), datasets_frame(lg),
+                *[ds] * (1 + MIX_SLOTS))
 
-    ctx.picker(tab, refresh_lists, [lang], [picker, tokenizer, table])
+    ctx.picker(tab, refresh_lists, [lang], [picker, tokenizer, table, b_pick, *mix_dds])
+    b_outputs = [browse, b_table, b_info, b_page]
+    b_pick.change(lambda d, s_, lg: run_browse(d, s_, 1, lg), inputs=[b_pick, b_split, lang], outputs=b_outputs)
+    b_split.change(lambda d, s_, lg: run_browse(d, s_, 1, lg), inputs=[b_pick, b_split, lang], outputs=b_outputs)
+    b_prev.click(lambda d, s_, p, lg: run_browse(d, s_, p, lg, -1), inputs=[b_pick, b_split, b_page, lang],
+                 outputs=b_outputs)
+    b_next.click(lambda d, s_, p, lg: run_browse(d, s_, p, lg, +1), inputs=[b_pick, b_split, b_page, lang],
+                 outputs=b_outputs)
+    b_page.submit(run_browse, inputs=[b_pick, b_split, b_page, lang], outputs=b_outputs)
+    mix_btn.click(run_mix, inputs=[mix_name, mix_seed, lang, *slots],
+                  outputs=[mix_state, mix_msg, table, picker, b_pick, *mix_dds])
+
     record.change(conversation, inputs=[records, record, lang], outputs=chat)
     tokens_btn.click(
         run_token_stats, inputs=[source, fmt, tokenizer, src_length, max_length, lang],
         outputs=[stats, tokens_out, hist_src, hist_total]
     )
     import_btn.click(run_import, inputs=[source, fmt, name, dev_ratio, skip_bad, lang], outputs=[import_msg, table, picker])
+    def relocalize_all(rep, recs, index, st, browsed, mixed, lg):
+        # one event for the tab (each event of the language switch costs the page seconds on a loaded machine)
+        return (*relocalize_validation(rep, recs, index, st, lg), browse_table(browsed, lg), browse_info(browsed, lg),
+                mix_message(mixed, lg))
+
     ctx.relocalize.append(
-        (relocalize_validation, [report, records, record, stats, lang],
-         [summary, problems_df, chat, tokens_out, hist_src, hist_total, table])
+        (relocalize_all, [report, records, record, stats, browse, mix_state, lang],
+         [summary, problems_df, chat, tokens_out, hist_src, hist_total, table, b_table, b_info, mix_msg])
     )
     return DatasetTab(
         upload, picker, fmt, validate_btn, summary, problems_df, record, chat, tokenizer, tokens_out,
