@@ -10,219 +10,22 @@ import dataclasses
 import os
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
-# Gradio 6.17 keeps a record of every event it ever ran and, after each one, rebuilds a pandas
-# summary of all of them (GRADIO_ANALYTICS_CACHE_FREQUENCY=1): with a live view ticking 4 times a
-# second that was a third of the studio's CPU while a run was watched, and it grew with uptime.
-# The summary only feeds Gradio's own monitoring page, which the studio does not use.
-os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", str(10**9))
-
+import studio.gradio_fixes  # noqa: F401 - before gradio (its analytics setting)
 import gradio as gr  # noqa: E402
 
 from core import catalog, system, workspace
 from core import demo as demo_ws
 from core.cli import os_error_message
 from studio.bind import LoginGate, check_bind
+from studio.gradio_fixes import (PLOT_PURGE_JS, RAF_GUARD_JS, EarlyScript, calm_queue, forget_finished_events,
+                                 mount_tabs_js, quiet_progress, tab_label_js)
+from studio.live import Ctx, View, gate_timers
 from studio.locales import LANGS, t
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 LANG_CHOICES = [("English", "en"), ("中文", "zh")]
-
-
-@dataclass
-class View:
-    """A live view of ``Ctx.watch_views``: ``render(*inputs)`` gives the updates of ``outputs``; it
-    is drawn when ``probe(*probe_inputs)`` changed, at most once per ``every`` seconds (0: at once)."""
-
-    probe: object
-    probe_inputs: list
-    render: object
-    inputs: list
-    outputs: list
-    every: float = 0.0
-
-
-def unsent(out: dict, sent: dict | None) -> dict:
-    """Replace by gr.skip() each value of ``out`` equal to what ``sent`` (name -> repr, what the page
-    was last sent; None: nothing known) says the page shows; returns the new record. A re-sent value
-    re-renders its component (and costs the page a walk of its component tree per property)."""
-    sent = dict(sent or {})
-    for k, v in out.items():
-        if v == gr.skip():
-            continue
-        key = repr(v)
-        if sent.get(k) == key:
-            out[k] = gr.skip()
-        else:
-            sent[k] = key
-    return sent
-
-
-@dataclass
-class Ctx:
-    """What every tab builder gets: the language control and the translatable components."""
-
-    lang: gr.Radio
-    initial_lang: str = "en"
-    # (component, update keyword: "label" | "value" | "info", text of a language: lang -> str)
-    texts: list = field(default_factory=list)
-    # events to re-run after a language switch so messages follow: (fn, inputs, outputs)
-    relocalize: list = field(default_factory=list)
-    # events to run on every page load, so a reload shows the workspace as it is now
-    on_load: list = field(default_factory=list)
-    # the gr.Tabs holding every tab (switch with go_to: an update of gr.Tabs from the server resets the
-    # tab bar's labels to their build-time language, so later language switches mislabel tabs)
-    tabs: gr.Tabs | None = None
-    # workspace pickers: (fn, inputs, outputs) refreshed on page load, when their tab is selected
-    # and whenever the workspace changes (a dataset, run, model or job appears or finishes)
-    pickers: list = field(default_factory=list)
-    # every gr.Tab (in order) and the live-view timers with the tab they belong to: a timer ticks
-    # only while its tab is shown (13 ticks a second on every tab made the page crawl on 2 cores)
-    tab_list: list = field(default_factory=list)
-    timers: list = field(default_factory=list)
-    # the Train form, for tabs that fill it in: (run name box, [(section, field)], widgets)
-    train_form: tuple | None = None
-    # live views by the tab they belong to (None: ungated): tab id -> [timer, seen State, views]; each
-    # tab gets one timer and one tick event for all its views (see wire_watches)
-    watches: dict = field(default_factory=dict)
-
-    def picker(self, tab, fn, inputs, outputs):
-        """Register ``fn(*inputs) -> updates of outputs`` as the refresh of some workspace choices."""
-        self.pickers.append((fn, list(inputs), list(outputs)))
-        tab.select(fn, inputs=list(inputs), outputs=list(outputs), show_progress="hidden")
-
-    @staticmethod
-    def go_to(event, tab_id: str, when) -> None:
-        """After ``event``, select tab ``tab_id`` in the page when the component ``when`` holds a value
-        (a click on the tab's own button, as a person would: its select events run too). The click
-        waits 0.6 s: selecting a tab while the event's follow-up updates are still arriving left the
-        later tabs' labels deaf to the next language switch (Gradio 6.17, seen in chromium)."""
-        event.then(None, inputs=[when], outputs=None,
-                   js=f"(v) => {{ if (v) setTimeout(() => document.getElementById('tab-{tab_id}-button')?.click(), 600); }}")
-
-    def tr(self, component, key: str, attr: str = "label", fmt: str = "{}"):
-        """Register ``component`` so its ``attr`` follows the language switch; returns it. A gr.Tab
-        registered here becomes the tab that later timers (``live``) belong to."""
-        self.texts.append((component, attr, lambda lang: fmt.format(t(key, lang))))
-        if isinstance(component, gr.Tab):
-            self.tab_list.append((component, key))
-        return component
-
-    def live(self, seconds: float, gated: bool = True) -> gr.Timer:
-        """A timer of the tab being built, ticking only while that tab is shown (``gated``)."""
-        timer = gr.Timer(seconds, active=not gated)
-        if gated:
-            self.timers.append((self.tab_list[-1][0] if self.tab_list else None, timer))
-        return timer
-
-    def watch_parts(self, seconds: float, gated: bool = True):
-        """The timer and State of the tab being built (``gated``; else of the page), shared by all its
-        ``watch``es; made at the first call, so call this inside the gr.Tab (a component directly
-        under gr.Tabs breaks the tab bar). The timer ticks as often as its most eager watch asks."""
-        owner = (self.tab_list[-1][0] if self.tab_list else None) if gated else None
-        key = id(owner) if owner is not None else None
-        if key not in self.watches:
-            self.watches[key] = [self.live(seconds, gated), gr.State(None), []]
-        timer = self.watches[key][0]
-        timer.value = min(timer.value, seconds)
-        return timer, self.watches[key][1]
-
-    def watch(self, seconds: float, probe, probe_inputs, render, inputs, outputs, gated: bool = True, parts=None):
-        """One live view: ``watch_views`` with a single ``View``."""
-        return self.watch_views(seconds, [View(probe, probe_inputs, render, inputs, outputs)], gated, parts)
-
-    def watch_views(self, seconds: float, views: list, gated: bool = True, parts=None):
-        """Watch ``views`` every ``seconds`` (or more often, sharing their tab's timer: such a view is
-        then drawn at most every ``seconds``). Each view's ``probe(*probe_inputs)`` gives a cheap
-        signature; only when it (or the language) differs from that of what was last drawn of the
-        view does its ``render(*inputs)`` compute the updates of its outputs (skipped otherwise).
-        Registered by ``wire_watches`` once the page is built."""
-        timer, seen = parts or self.watch_parts(seconds, gated)
-        group = next(g for g in self.watches.values() if g[0] is timer)
-        group[2] += [(v, seconds) for v in views]
-        return seen
-
-    def wire_watches(self, also: list = ()):
-        """One tick event per timer for all the views of its tab, and ``also`` (the pickers') joined
-        to each: every event costs the page a walk of its loading statuses per status message,
-        whatever it updates (one event a tick on the Runs tab instead of two or three timers'
-        events). Each view is drawn when its probe's signature or the language differs from that of
-        what this event last drew of it (in the same event, which records the signatures drawn),
-        and a view with ``every`` at most that often (a change in between waits for a later tick).
-        So a view is never left stale: a render that failed, or that landed after a newer one from
-        another event (a language switch, a follow-up of Start), leaves a signature that differs
-        from the probe's, and the next tick draws again. (Watching with a second event on a State's
-        change left a view stale for good when that happened: the State already held the probe's
-        signature, so no later tick fired a change.)"""
-        for key, (timer, seen, asked) in self.watches.items():
-            views = [v if v.every or secs <= timer.value else dataclasses.replace(v, every=secs) for v, secs in asked]
-            views += also if isinstance(key, int) else []
-            outputs = [o for v in views for o in v.outputs]
-            assert len({id(o) for o in outputs}) == len(outputs), "a component is an output of two views of one tab"
-            # each input once: the page looks up every input of an event twice per event (a walk of
-            # the component tree each), so the views' shared inputs (the pick, the language) cost once
-            inputs, where = [seen, self.lang], {id(seen): 0, id(self.lang): 1}
-            for c in (c for v in views for c in (*v.probe_inputs, *v.inputs)):
-                if id(c) not in where:
-                    where[id(c)] = len(inputs)
-                    inputs.append(c)
-            at = [([where[id(c)] for c in v.probe_inputs], [where[id(c)] for c in v.inputs]) for v in views]
-            # outside the queue (a plain POST, answered at once): the page handles three status
-            # messages per event instead of five (queued, estimated, started, done), and at each one
-            # Gradio re-renders the loading status of every component any event of the page has
-            # touched, finding each by a walk of the whole component tree. Chromium watching a run:
-            # -10 to -15 % CPU, both pages watching one run side by side (bench/watch_ab.py). A
-            # tick is short and never overlaps itself (the page skips a tick while one is pending).
-            timer.tick(_tick_render(views, at), inputs=inputs, outputs=[seen, *outputs],
-                       show_progress="hidden", concurrency_limit=None, queue=False)
-
-    def watched_tabs(self) -> set:
-        """The ids of the tabs that have a live view (and a timer of their own)."""
-        return {k for k in self.watches if isinstance(k, int)}
-
-    def tr_fn(self, component, attr: str, text_of):
-        """Like tr, with the text computed by ``text_of(lang)``."""
-        self.texts.append((component, attr, text_of))
-        return component
-
-    def heading(self, key: str):
-        """A section heading that follows the language switch."""
-        return self.tr(gr.Markdown("### " + self.text(key)), key, "value", "### {}")
-
-    def text(self, key: str) -> str:
-        return t(key, self.initial_lang)
-
-
-def _tick_render(views: list, at: list):
-    """The tick of ``Ctx.wire_watches``: (signatures drawn, *updates) from (signatures drawn, lang,
-    *the views' inputs, each once); ``at``: per view, the positions of its probe inputs and inputs
-    among those values (counted from the signatures')."""
-    outputs = sum(len(v.outputs) for v in views)
-
-    def tick_render(old, lang, *values):
-        now = time.monotonic()
-        values = (old, lang, *values)
-        if not (isinstance(old, list) and len(old) == len(views)):
-            old = [None] * len(views)
-        drawn, updates = [], []
-        for v, was, (probe_at, render_at) in zip(views, old, at):
-            key = [v.probe(*(values[i] for i in probe_at)), lang]
-            fresh = was is not None and key == was[:2]
-            # (ticks come a little early or late: 0.9 keeps a 6 s view on a 2 s timer at 6 s, not 8)
-            held = was is not None and v.every and len(was) > 2 and now - was[2] < 0.9 * v.every
-            if fresh or held:
-                drawn.append(was)
-                updates += [gr.skip()] * len(v.outputs)
-            else:
-                drawn.append([*key, now] if v.every else key)
-                updates += list(v.render(*(values[i] for i in render_at)))
-        if drawn == old:
-            return [gr.skip()] * (outputs + 1)
-        return [drawn, *updates]
-
-    return tick_render
 
 
 def _demo_signature() -> tuple:
@@ -357,89 +160,7 @@ def build_app(lang: str = "en") -> gr.Blocks:
     return demo
 
 
-def quiet_progress(demo: gr.Blocks, sink) -> None:
-    """Events that show no progress report it on ``sink`` (a timer that never ticks) instead of on
-    their outputs. Gradio 6.17's page keeps a loading status for every component that was ever an
-    event's output (or input: added when an event completes), and each status message of any event
-    (3-4 per event) looks each of them up by a walk of the component tree and re-renders it: ~40 %
-    of the renderer's script time while a run was watched. The sink, first in the tree, replaces
-    the outputs; inputs still count (the Train form's 53 after page load)."""
-    for fn in demo.fns.values():
-        if fn.show_progress == "hidden" and fn.show_progress_on is None:
-            fn.show_progress_on = [sink]
-
-
-def mount_tabs_js(ctx: Ctx) -> str:
-    """Client code run once the page has loaded: show every tab once (the tab bar hidden meanwhile),
-    then the first again. Gradio 6.17's Tabs keeps re-running its overflow measurement (two
-    requestAnimationFrame loops, ~1500 callbacks a second, half a core of the renderer on an idle
-    page) for as long as one of its tabs has never been shown; once each has been, it stops
-    (measured: 1458 -> 52 rAF callbacks a second). A person's own click or key during it ends it
-    where they are."""
-    import json
-
-    ids = [tab.elem_id for tab, _ in ctx.tab_list]
-    return ("async () => { const ids = " + json.dumps(ids) + ";"
-            " const tabs = document.getElementById('studio-tabs'); if (!tabs) return;"
-            " let acted = false; const mark = (e) => { if (e.isTrusted) acted = true; };"
-            " document.addEventListener('pointerdown', mark, true); document.addEventListener('keydown', mark, true);"
-            " const first = document.querySelector('#studio-tabs [role=tab][aria-selected=true]');"
-            " tabs.style.visibility = 'hidden';"
-            " try { for (const id of ids) { if (acted) break; const b = document.getElementById(id + '-button');"
-            " if (b && b.getAttribute('aria-selected') !== 'true') { b.click();"
-            " await new Promise((r) => setTimeout(r, 200)); } }"
-            " if (!acted && first) first.click(); } finally { tabs.style.visibility = '';"
-            " document.removeEventListener('pointerdown', mark, true); document.removeEventListener('keydown', mark, true);"
-            " window.__studioTabsMounted = true; } }")
-
-
 WATCH_TICK = 5.0  # the page refreshes its pickers on tab select and after actions too; this only catches the CLI, finishing jobs and the demo banner
-
-
-def gate_timers(ctx: Ctx) -> None:
-    """Selecting a tab starts its timers and stops every other tab's (the page starts on the first tab).
-    Done in the page, not on the server (the server answered selections in the order it happened to
-    queue them, and under load left the shown tab's timers off). Each selection sets the timers of
-    the tab the page *shows* when its code runs, not of the tab it was fired for: quick selections
-    (a person's click during the page's first pass over the tabs) were seen to leave the Jobs tab's
-    timers on under the Quantize tab, whose job view then never moved. ``window.__studioLive``
-    names the tab whose timers are on. The pickers' own timer belongs to every tab without a live
-    view (the others watch the pickers in their own tick)."""
-    import json
-
-    if not ctx.timers:
-        return
-    outputs = [timer for _, timer in ctx.timers]
-    owners = json.dumps([[o.elem_id for o in (owner if isinstance(owner, list) else [owner]) if o is not None]
-                         for owner, _ in ctx.timers])
-    for tab, _ in ctx.tab_list:
-        tab.select(None, inputs=None, outputs=outputs, show_progress="hidden", js=(
-            "async () => { await new Promise((r) => setTimeout(r, 0));"
-            " const b = document.querySelector('#studio-tabs [role=tab][aria-selected=true]');"
-            f" const shown = b && b.id.endsWith('-button') ? b.id.slice(0, -7) : {json.dumps(tab.elem_id)};"
-            " window.__studioLive = shown;"
-            f" return {owners}.map((o) => ({{__type__: 'update', active: o.includes(shown)}})); }}"))
-
-
-def tab_label_js(ctx: Ctx) -> str:
-    """Client code run after each language switch: every tab button gets its label in the new
-    language. Gradio 6.17 stops updating a tab's button after some tab selections (seen in
-    chromium: tabs not yet visited kept the old language), so the page sets them itself, now and
-    whenever the tab bar is re-rendered (a MutationObserver on the bar)."""
-    import json
-
-    labels = {lang: {tab.elem_id: t(key, lang) for tab, key in ctx.tab_list} for lang in LANGS}
-    return ("(lang) => { window.__studioTabs = " + json.dumps(labels, ensure_ascii=False) + "[lang] || {};"
-            " const put = () => { for (const [id, text] of Object.entries(window.__studioTabs)) {"
-            " const b = document.getElementById(id + '-button');"
-            " if (b && b.textContent.trim() !== text) b.textContent = text; } };"
-            " put();"
-            # a re-render of the tab bar (Gradio putting back a stale label) is answered at once
-            " const first = document.getElementById(Object.keys(window.__studioTabs)[0] + '-button');"
-            " const bar = first ? first.parentElement : document.getElementById('studio-tabs');"
-            " if (bar && !window.__studioTabsObserver) {"
-            " window.__studioTabsObserver = new MutationObserver(put);"
-            " window.__studioTabsObserver.observe(bar, {subtree: true, childList: true, characterData: true}); } }")
 
 
 def watch_pickers(ctx: Ctx, page_views: list = ()) -> None:
@@ -481,85 +202,6 @@ def watch_pickers(ctx: Ctx, page_views: list = ()) -> None:
     ctx.on_load.append((lambda last, *v: refresh(last, *v, force=True), [sent, *inputs], [sent, *outputs]))
 
 
-# Gradio 6.17's StatusTracker counts a pending event's elapsed time in a requestAnimationFrame loop
-# (60 callbacks a second, hidden progress or not) that only stops when the tracker sees its status
-# leave "pending"; the page's own loading tracker is removed while still pending, so its loop runs
-# for as long as the page is open: ~60 frames a second of main-thread, compositor and display work
-# on an idle page. Such loops (a short callback that reads performance.now() and calls itself
-# again) get a frame a second instead (at 4 a second they still cost an idle page ~0.5 CPU-s a
-# minute); the elapsed time a shown tracker prints moves once a second. Installed before Gradio's
-# modules load: they keep their own reference to requestAnimationFrame, so a later wrapper
-# (Blocks' head=) is never called.
-RAF_GUARD_JS = (
-    "(() => { const raf = window.requestAnimationFrame.bind(window); const src = Function.prototype.toString;"
-    " const elapsed = /^\\(\\)\\s*=>\\s*\\{.*performance\\.now\\(\\).*&&\\s*[\\w$]+\\(\\)\\s*;?\\s*\\}$/s;"
-    " window.requestAnimationFrame = function (cb) { let s = ''; try { s = src.call(cb); } catch (e) {}"
-    " if (s.length < 160 && elapsed.test(s)) { setTimeout(() => raf(cb), 1000); return 0; } return raf(cb); }; })();"
-)
-
-
-# Gradio 6.17's Plot wraps its Plotly chart in a {#key} block: every new value mounts a fresh chart
-# and drops the old one without Plotly.purge, and the old chart's window "resize" listener (its
-# config is responsive) keeps its whole tree alive: a watched run leaked ~200 DOM nodes and ~70
-# listeners per redraw (found detached in a heap snapshot: 17 whole charts after a minute; the
-# page's heap grew ~2.5 MB a minute of watching). Plotly.react (what each new
-# chart is drawn with) is wrapped, as Plotly's module sets window.Plotly, to purge the charts it
-# drew before that have left the page (a watch of the whole document for removed charts cost more
-# than it saved: every node a chart draws is a mutation). The same wrapper fits each chart to its
-# box: a chart drawn while its box has no width (a run's view drawn as the page reloads: 3 of 3
-# times in chromium) gets Plotly's default 700 px and, with Gradio's responsive config, kept it
-# until the window was resized: in a 598 px box the last steps of the curve and the learning-rate
-# axis were cut off. A ResizeObserver on every chart it draws resizes the chart when its box's
-# width differs from the chart's (when the tab is shown); it fires only when a box changes size.
-PLOT_PURGE_JS = (
-    "(() => { let plotly; const drawn = new Set();"
-    " Object.defineProperty(window, 'Plotly', {configurable: true, get() { return plotly; }, set(v) { plotly = v;"
-    " if (!v || typeof v.react !== 'function' || v.__studioPurges) return; const react = v.react; v.__studioPurges = true;"
-    " const fit = typeof ResizeObserver === 'function' ? new ResizeObserver((entries) => { for (const e of entries) {"
-    " const gd = e.target, w = e.contentRect.width;"
-    " if (gd.isConnected && w > 0 && gd._fullLayout && Math.abs(gd._fullLayout.width - w) > 1)"
-    " { try { v.Plots.resize(gd); } catch (err) {} } } }) : null;"
-    " v.react = function (gd, ...rest) { for (const el of drawn) if (!el.isConnected) {"
-    " drawn.delete(el); if (fit) fit.unobserve(el); try { v.purge(el); } catch (e) {} }"
-    " if (gd && gd.nodeType === 1) { drawn.add(gd); if (fit) fit.observe(gd); }"
-    " return react.call(this, gd, ...rest); }; } }); })();"
-)
-
-
-class EarlyScript:
-    """ASGI middleware: puts ``script`` first in the <head> of every HTML page the app serves."""
-
-    def __init__(self, app, script: str):
-        self.app, self.tag = app, f"<script>{script}</script>".encode()
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope.get("method") not in ("GET", "HEAD"):
-            return await self.app(scope, receive, send)
-        start, chunks = None, []
-
-        async def wrapped(message):
-            nonlocal start
-            if message["type"] == "http.response.start":
-                headers = dict(message.get("headers") or [])
-                if not headers.get(b"content-type", b"").startswith(b"text/html") or headers.get(b"content-encoding"):
-                    start = False
-                    return await send(message)
-                start = message
-                return None
-            if message["type"] != "http.response.body" or start is False:
-                return await send(message)
-            chunks.append(message.get("body", b""))
-            if message.get("more_body"):
-                return None
-            body = b"".join(chunks).replace(b"<head>", b"<head>" + self.tag, 1)
-            headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
-            headers.append((b"content-length", str(len(body)).encode()))
-            await send({**start, "headers": headers})
-            await send({"type": "http.response.body", "body": body})
-
-        await self.app(scope, receive, wrapped)
-
-
 def port_in_use(host: str, port: int) -> str | None:
     """Why ``host:port`` cannot be listened on (in use, no such address), or None when it can."""
     import socket
@@ -589,40 +231,6 @@ def start_demo() -> None:
 
 
 WARM_S = 2.0
-EVENT_LOG_S = 60.0
-
-
-QUEUE_POLL_S = 0.02  # Gradio 6.17: 0.001
-PROGRESS_POLL_S = 0.1  # Gradio 6.17: 0.01
-
-
-def calm_queue(app: gr.Blocks) -> None:
-    """Gradio's queue looks for new events every millisecond and for progress to send every 10 ms
-    while nothing happens: ~1,100 wake-ups a second, 2.9 CPU-seconds a minute of the studio's
-    event-loop thread with a page open and nothing running (measured per thread). Every 20 ms and
-    100 ms instead: an event waits at most 20 ms more to start."""
-    q = app._queue
-    q.sleep_when_free = QUEUE_POLL_S
-    q.progress_update_sleep_when_free = PROGRESS_POLL_S
-
-
-def forget_finished_events(app: gr.Blocks, every: float = EVENT_LOG_S) -> None:
-    """Drop Gradio's records of finished events every ``every`` seconds: it keeps one per event for
-    as long as the server lives (a watched run adds ~14,000 an hour), read by nothing of ours."""
-    import threading
-    import time
-
-    def loop():
-        while True:
-            time.sleep(every)
-            log = getattr(getattr(app, "_queue", None), "event_analytics", None)
-            if not isinstance(log, dict):
-                return  # another Gradio: nothing to do
-            for key, rec in list(log.items()):
-                if isinstance(rec, dict) and rec.get("status") in ("success", "failed", "cancelled"):
-                    log.pop(key, None)
-
-    threading.Thread(target=loop, name="event-log", daemon=True).start()
 
 
 class Reconciler:

@@ -88,3 +88,23 @@ def test_marker_files_named_once():
             continue
         for lit in ('"studio_model.json"', '"studio_quant.json"', '"meta.json"'):
             assert lit not in f.read_text(encoding="utf-8"), f"{f.relative_to(ROOT)} writes {lit} as a literal"
+
+
+def test_no_import_circle_in_studio_and_tabs_never_import_the_app():
+    """studio/app.py builds the page from the tabs; the tabs take the live machinery from studio.live
+    (app <-> tabs/runs, tabs/jobs was a circle)."""
+    studio = {}
+    for f in (ROOT / "studio").rglob("*.py"):
+        parts = f.relative_to(ROOT).with_suffix("").parts
+        studio[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = f
+    graph = {}
+    for name, f in studio.items():
+        found = set()
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+        graph[name] = {m for m in found if m in studio and m != name and not studio[m].name == "__init__.py"}
+    assert not [n for n, deps in graph.items() if n.startswith("studio.tabs.") and "studio.app" in deps]
+    assert find_cycle(graph) is None, " -> ".join(find_cycle(graph))

@@ -132,7 +132,7 @@ def test_a_watch_draws_again_whatever_it_last_drew_is_not_the_probes():
     watch last drew, and skips otherwise; so a lost or out-of-order update is repaired next tick."""
     import gradio as gr
 
-    from studio.app import Ctx
+    from studio.live import Ctx
 
     probed = {"sig": 1}
     with gr.Blocks() as demo:
@@ -164,7 +164,7 @@ def test_views_sharing_a_timer_draw_apart_and_a_throttled_one_waits_its_turn():
 
     import gradio as gr
 
-    from studio.app import Ctx, View
+    from studio.live import Ctx, View
 
     sig = {"run": 1, "list": 1}
     with gr.Blocks() as demo:

@@ -12,7 +12,7 @@ import gradio as gr
 
 from core import catalog, demo, jobs, workspace
 from core.train import runs
-from studio.app import unsent
+from studio.live import unsent
 from studio.charts import html_table, log_html, progress_bar
 from studio.locales import refusal, t
 

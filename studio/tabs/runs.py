@@ -16,7 +16,7 @@ from html import escape
 import gradio as gr
 
 from core.train import cluster, control, monitor, runs
-from studio.app import View, unsent
+from studio.live import View, unsent
 from studio.charts import html_table, line_figure, log_html, num
 from studio.locales import refusal, t
 
