@@ -30,7 +30,10 @@ def test_calibrated_by_past_runs_and_warned_when_it_does_not_fit(demo_home, tmp_
     cfg.training.max_steps = 200
     shape = estimate.model_shape(cfg.model.model_name_or_path)
     assert shape["parameters"] == json.loads((demo_home / "models" / "demo-base" / "studio_model.json").read_text())["parameters"]
+    assert estimate.seq_lengths(cfg, compute=False)["source"] == "unmeasured"  # nothing measured it yet
+    assert estimate.seq_lengths(cfg)["source"] == "dataset"  # measured now, and kept in the workspace
     g = estimate.guess(cfg, shape, 1)
+    assert g["lengths_from"] == "dataset"
     raw = estimate.estimate(cfg)
     assert raw["calibrated_runs"] == 0 and abs(raw["per_process_mib"] - g["mib"]) < 1e-6  # the guess stands
     # two earlier runs measured 1.5x and 2.5x the guess, at 0.5x and 1.5x its step time: medians 2.0 and 1.0

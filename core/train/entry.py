@@ -792,9 +792,23 @@ def main(argv: list[str]) -> int:
         tmp = Path(training_args.output_dir) / f".{FINISHED_MARK}.tmp"
         tmp.write_text(json.dumps(info, indent=2), encoding="utf-8")
         os.replace(tmp, Path(training_args.output_dir) / FINISHED_MARK)
+        record_lengths(flat)
     if world > 1:
         dist.barrier()
     return 0
+
+
+def record_lengths(flat: dict) -> None:
+    """Keep the token lengths of this run's training data in the workspace (core.train.estimate's
+    cache): the studio's live estimate then pads to them instead of max_length, for this config and
+    any other on the same data, without loading a tokenizer in the studio. Never fails the run."""
+    try:
+        from core.train import estimate
+        from core.train.config import RunConfig
+
+        estimate.seq_lengths(RunConfig.from_paddlenlp(flat), compute=True)
+    except Exception:  # noqa: BLE001 - an estimate's input, not the run's result
+        pass
 
 
 STARTUP = "startup.jsonl"  # rank 0's start-up phases, until the first step (the Runs tab and bench read it)

@@ -75,35 +75,76 @@ def trainable(method: str, shape: dict, m) -> int:
 _LENGTHS: dict = {}
 
 
-def seq_lengths(cfg, limit: int = 2000) -> dict:
+def _lengths_key(cfg) -> tuple | None:
+    """What the lengths of ``cfg``'s training sequences depend on: its train file (path, size, time),
+    tokenizer, chat template and the two lengths; None when it has no train file."""
+    from core.data import datasets
+
+    d = cfg.data
+    path = Path(d.dataset_name_or_path)
+    files = datasets.resolve_files(path).get("train", []) if path.is_dir() else [path]
+    if not files:
+        return None
+    f = Path(files[0]).resolve()
+    st = f.stat()
+    tok_dir = str(Path(cfg.model.tokenizer_name_or_path or cfg.model.model_name_or_path).resolve())
+    return (str(f), st.st_size, st.st_mtime_ns, tok_dir, d.chat_template, int(d.src_length), int(d.max_length))
+
+
+def _lengths_file(key: tuple) -> Path:
+    import hashlib
+
+    return workspace.home() / "cache" / "token_lengths" / (
+        hashlib.sha256(json.dumps(key, default=str).encode()).hexdigest()[:24] + ".json")
+
+
+def seq_lengths(cfg, limit: int = 2000, compute: bool = True) -> dict:
     """The sequence lengths training will see: ``peak`` (the longest example, cut to max_length:
     what the biggest batch pads to) and ``batch_mean`` (the expected longest of a micro-batch: what
     an average batch pads to), from the dataset's own token lengths (core.data.datasets.token_stats:
     template, system prompt and EOS included). Packed (zero_padding) and raw-text runs fill
-    max_length. ``source`` says which; max_length when the dataset cannot be read."""
+    max_length. ``source`` says which.
+
+    Measuring needs the tokenizer (paddlenlp: ~5 s and ~450 MiB the first time in a process), so the
+    lengths are kept on disk in the workspace (cache/token_lengths/), written by whoever measured
+    them: every training run (its rank 0, at the end), ``config check`` and a dry run. With
+    ``compute`` False (the studio's live check) unknown lengths are not measured: max_length stands,
+    ``source`` "unmeasured"."""
     d, tr = cfg.data, cfg.training
     max_len = max(int(d.max_length), 1)
     full = {"peak": max_len, "batch_mean": float(max_len), "source": "max_length"}
-    ds = d.dataset_name_or_path
-    if d.zero_padding or not ds or cfg.method.method == "pretrain":
-        return {**full, "source": "packed" if d.zero_padding or cfg.method.method == "pretrain" else "max_length"}
-    from core.data import datasets
-
-    try:
-        path = Path(ds)
-        files = datasets.resolve_files(path).get("train", []) if path.is_dir() else [path]
-        if not files:
-            return full
-        f = Path(files[0])
-        tok_dir = cfg.model.tokenizer_name_or_path or cfg.model.model_name_or_path
-        key = (str(f), f.stat().st_mtime_ns, str(tok_dir), d.chat_template, int(d.src_length), max_len)
-        hist = _LENGTHS.get(key)
-        if hist is None:
-            kw = {} if d.chat_template is None else {"chat_template": d.chat_template}
-            st = datasets.token_stats(f, tok_dir, int(d.src_length), max_len, limit=limit, bins=64, **kw)
-            hist = _LENGTHS[key] = st["total"]
-    except Exception:  # noqa: BLE001 - a dataset the check reports, a tokenizer that fails: max_length stands
+    if d.zero_padding or cfg.method.method == "pretrain":
+        return {**full, "source": "packed"}
+    if not d.dataset_name_or_path:
         return full
+    try:
+        key = _lengths_key(cfg)
+    except (OSError, ValueError, TypeError):
+        return full
+    if key is None:
+        return full
+    hist = _LENGTHS.get(key)
+    if hist is None:
+        try:
+            hist = json.loads(_lengths_file(key).read_text(encoding="utf-8"))["total"]
+        except (OSError, ValueError, KeyError, TypeError):
+            hist = None
+    if hist is None and not compute:
+        return {**full, "source": "unmeasured"}
+    if hist is None:
+        from core.data import datasets
+
+        try:
+            kw = {} if d.chat_template is None else {"chat_template": d.chat_template}
+            st = datasets.token_stats(key[0], key[3], int(d.src_length), max_len, limit=limit, bins=64, **kw)
+        except Exception:  # noqa: BLE001 - a dataset the check reports, a tokenizer that fails: max_length stands
+            return full
+        hist = st["total"]
+        try:
+            workspace.write_json_atomic(_lengths_file(key), {"key": list(key), "total": hist, "records": st["records"]})
+        except OSError:  # a read-only workspace: measured again next time
+            pass
+    _LENGTHS[key] = hist
     counts, edges = hist["counts"], hist["edges"]
     total = sum(counts) or 1
     micro = max(int(tr.per_device_train_batch_size), 1) * (2 if cfg.method.method in ("dpo", "kto") else 1)
@@ -122,7 +163,7 @@ def guess(cfg, shape: dict, world: int, lengths: dict | None = None) -> dict:
     parallelism the weights, between them."""
     tr, p, m = cfg.training, cfg.parallel, cfg.method
     n, t = shape["parameters"], trainable(m.method, shape, m)
-    lengths = lengths or seq_lengths(cfg)
+    lengths = lengths or seq_lengths(cfg, compute=False)
     micro = max(int(tr.per_device_train_batch_size), 1)
     rows = micro * (2 if m.method in ("dpo", "kto") else 1)  # preferred and rejected (or KL) sequences
     acts = rows * lengths["peak"] * (shape["hidden"] * shape["layers"] * 34 + shape["vocab"] * 3) * 4
@@ -243,9 +284,10 @@ def dry_run(cfg, steps: int = DRY_RUN_STEPS) -> str:
     return run_id
 
 
-def estimate(cfg, calib: dict | None = None) -> dict | None:
+def estimate(cfg, calib: dict | None = None, measure: bool = True) -> dict | None:
     """Peak MiB per process and in all, seconds to finish, and whether it fits the free memory and
-    disk; None when the model folder cannot be read."""
+    disk; None when the model folder cannot be read. ``measure`` False: the dataset's token lengths
+    only when known (see seq_lengths), never measured here (the studio's live check)."""
     import psutil
 
     try:
@@ -255,7 +297,7 @@ def estimate(cfg, calib: dict | None = None) -> dict | None:
     world = max(int(cfg.parallel.world_size()), 1)
     local = max(int(cfg.parallel.nproc or 1), 1)
     calib = calib if calib is not None else calibration(cfg)
-    g = guess(cfg, shape, world)
+    g = guess(cfg, shape, world, seq_lengths(cfg, compute=measure))
     per = g["mib"] * calib["mem"]
     steps = planned_steps(cfg)
     seconds = steps * g["step_s"] * calib["time"] if steps else None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
+import time
 import typing
 from dataclasses import MISSING, fields
 from pathlib import Path
@@ -150,7 +151,7 @@ def estimate_markdown(cfg: RunConfig, lang: str) -> str:
     """Will it fit: peak memory per process and in all, time to finish, against free memory and disk."""
     from core.train import estimate
 
-    e = estimate.estimate(cfg)
+    e = estimate.estimate(cfg, measure=False)  # no tokenizer loaded in the studio for a live check
     if not e:
         return ""
     when = duration(e["seconds"]) if e["seconds"] is not None else "?"
@@ -158,6 +159,12 @@ def estimate_markdown(cfg: RunConfig, lang: str) -> str:
     text = t("train.estimate", lang, per=mib(e["per_process_mib"]), total=mib(e["total_mib"]), free=mib(e["free_mib"]),
              time=when, steps=f"{e['steps']:,}" if e["steps"] else "?", disk=mib(e["disk_mib"]),
              runs=e["calibrated_runs"])
+    if e.get("dry_run"):
+        text += t("train.estimate_dry", lang, run=e["dry_run"])
+    if e.get("lengths_from") == "dataset":
+        text += t("train.estimate_lengths", lang, mean=f"{e['seq_mean']:.0f}", peak=e["seq_peak"])
+    elif e.get("lengths_from") == "unmeasured":
+        text += t("train.estimate_unmeasured", lang, max=e["seq_peak"])
     if not e["fits_memory"]:
         text += "\n\n" + t("train.estimate_no_memory", lang, total=mib(e["total_mib"]), free=mib(e["free_mib"]))
     if not e["fits_disk"]:
@@ -230,6 +237,7 @@ def build_train_tab(ctx):
             save_btn = tr(gr.Button(ctx.text("train.save")), "train.save", "value")
             preflight_btn = tr(gr.Button(ctx.text("train.preflight"), elem_id="train-preflight"), "train.preflight", "value")
             copy_btn = tr(gr.Button(ctx.text("train.copy"), elem_id="train-copy"), "train.copy", "value")
+            dry_btn = tr(gr.Button(ctx.text("train.dry_run"), elem_id="train-dry-run"), "train.dry_run", "value")
             start_btn = tr(gr.Button(ctx.text("train.start"), variant="primary", elem_id="train-start"), "train.start", "value")
         start_msg = gr.Markdown(elem_id="train-start-msg")
         # inside the Tab: a component directly under gr.Tabs shifts the index every later tab
@@ -242,6 +250,8 @@ def build_train_tab(ctx):
         to_save = gr.Textbox(visible=False)
         to_start = gr.Textbox(visible=False)
         to_preflight = gr.Textbox(visible=False)
+        to_dry = gr.Textbox(visible=False)
+        unfit_ok = gr.State(None)  # the config whose estimate did not fit and that Start was clicked for once
         to_copy = gr.Textbox(visible=False)
 
     lang = ctx.lang
@@ -300,17 +310,23 @@ def build_train_tab(ctx):
             return [gr.update()] * (len(widgets) + 3)
         return [name, *config_to_values(spec, cfg), None, ""]  # the form no longer holds the preset
 
-    def start(text, lg):
+    def start(text, lg, unfit):
         if not text:
-            return gr.skip(), gr.skip(), gr.skip()
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
         try:
             name, *values = form_values(text)
         except (ValueError, KeyError, TypeError) as e:
-            return t("error.prefix", lg) + t("error.unexpected", lg, detail=str(e)), None, ""
+            return t("error.prefix", lg) + t("error.unexpected", lg, detail=str(e)), None, "", None
         cfg = values_to_config(spec, name, list(values))
         problems = config.check(cfg)
         if problems:
-            return check_markdown(cfg, lg), None, ""
+            return check_markdown(cfg, lg), None, "", None
+        from core.train import estimate
+
+        e = estimate.estimate(cfg, measure=False)
+        key = estimate.fingerprint(cfg)
+        if e and not (e["fits_memory"] and e["fits_disk"]) and unfit != key:  # warned first; a second click starts
+            return t("train.start_anyway", lg), None, "", key
         try:
             if cfg.parallel.node_names():  # several machines: every node is checked first
                 res = cluster.preflight(cfg)
@@ -321,9 +337,46 @@ def build_train_tab(ctx):
                 run_id = runs.create(cfg)
             st = runs.start(run_id)
         except Exception as e:  # noqa: BLE001 - show it, never crash the page
-            return t("error.prefix", lg) + t("error.unexpected", lg, detail=str(e)), None, ""
+            return t("error.prefix", lg) + t("error.unexpected", lg, detail=str(e)), None, "", None
         msg = t("train.started", lg, run=run_id, state=t(f"state.{st['state']}", lg), dir=str(runs.run_dir(run_id)))
-        return msg, run_id, run_id
+        return msg, run_id, run_id, None
+
+    def dry_run(text, lg):
+        """Train the form's config for estimate.DRY_RUN_STEPS steps as a run of its own, following it
+        here; then the check's estimate, measured from it."""
+        from core.train import estimate
+
+        if not text:
+            yield gr.skip(), gr.skip()
+            return
+        try:
+            name, *values = form_values(text)
+        except (ValueError, KeyError, TypeError) as e:
+            yield t("error.prefix", lg) + t("error.unexpected", lg, detail=str(e)), gr.skip()
+            return
+        cfg = values_to_config(spec, name, list(values))
+        if config.check(cfg):
+            yield gr.skip(), check_markdown(cfg, lg)
+            return
+        steps = estimate.DRY_RUN_STEPS
+        try:
+            run_id = estimate.dry_run(cfg, steps)
+        except Exception as e:  # noqa: BLE001 - show it, never crash the page
+            yield t("error.prefix", lg) + t("error.unexpected", lg, detail=str(e)), gr.skip()
+            return
+        yield t("train.dry_started", lg, run=run_id, steps=steps), gr.skip()
+        step = 0
+        while (st := runs.status(run_id))["state"] in runs.ACTIVE:
+            now = runs.progress(runs.read_metrics(run_id)[0])["step"]
+            if now != step:
+                step = now
+                yield t("train.dry_progress", lg, run=run_id, step=step, steps=steps), gr.skip()
+            time.sleep(1.0)
+        if st["state"] != "succeeded":
+            yield t("train.dry_failed", lg, run=run_id, state=t(f"state.{st['state']}", lg),
+                    reason=st.get("reason") or ""), gr.skip()
+            return
+        yield t("train.dry_done", lg, run=run_id), check_markdown(cfg, lg)
 
     def with_nodes(text, lg):
         """(RunConfig, None) from the gathered form, or (None, message) when it names no node."""
@@ -392,7 +445,10 @@ def build_train_tab(ctx):
     to_preflight.change(on_nodes(preflight), inputs=[to_preflight, lang], outputs=[start_msg])
     copy_btn.click(None, inputs=form_inputs, outputs=[to_copy], js=FORM_JS)
     to_copy.change(on_nodes(copy), inputs=[to_copy, lang], outputs=[start_msg])
-    ctx.go_to(to_start.change(start, inputs=[to_start, lang], outputs=[start_msg, started, to_runs]), "runs", to_runs)
+    ctx.go_to(to_start.change(start, inputs=[to_start, lang, unfit_ok], outputs=[start_msg, started, to_runs, unfit_ok]),
+              "runs", to_runs)
+    dry_btn.click(None, inputs=form_inputs, outputs=[to_dry], js=FORM_JS)
+    to_dry.change(dry_run, inputs=[to_dry, lang], outputs=[start_msg, check_md], show_progress="hidden")
 
     def on_load(name, lg):
         return [*load_preset(name, lg), gr.update(choices=saved_configs())]
