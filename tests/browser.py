@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,6 +57,26 @@ class Studio:
         except subprocess.TimeoutExpired:
             self.proc.kill()
         self.log.close()
+
+
+@contextmanager
+def studio_page(home: Path, log: Path, lang: str = "en", env: dict | None = None, width: int = 1280,
+                height: int = 1600):
+    """A studio on ``home`` and one chromium page open on it, (studio, page); both closed after."""
+    from playwright.sync_api import sync_playwright
+
+    s = Studio(home, log, lang=lang, env=env)
+    try:
+        with sync_playwright() as p:
+            browser = launch_browser(p)
+            try:
+                page = browser.new_page(viewport={"width": width, "height": height})
+                page.goto(s.url)
+                yield s, page
+            finally:
+                browser.close()
+    finally:
+        s.close()
 
 
 def launch_browser(p):

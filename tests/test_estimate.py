@@ -6,6 +6,7 @@ import json
 from collections import namedtuple
 
 from core.train import config, estimate
+from tests.conftest import link_demo
 
 
 def _past_run(ws, name, cfg, peak_mib, steps_per_sec):
@@ -20,11 +21,7 @@ def _past_run(ws, name, cfg, peak_mib, steps_per_sec):
 
 
 def test_calibrated_by_past_runs_and_warned_when_it_does_not_fit(demo_home, tmp_path, monkeypatch):
-    ws = tmp_path / "ws"
-    (ws / "models").mkdir(parents=True)
-    (ws / "datasets").mkdir()
-    (ws / "models" / "demo-base").symlink_to(demo_home / "models" / "demo-base")
-    (ws / "datasets" / "demo").symlink_to(demo_home / "datasets" / "demo")
+    ws = link_demo(tmp_path / "ws", demo_home)
     monkeypatch.setenv("PADDLE_STUDIO_HOME", str(ws))
     cfg = config.load_preset("demo-lora", ws)
     cfg.training.max_steps = 200
@@ -58,11 +55,7 @@ def test_calibrated_by_past_runs_and_warned_when_it_does_not_fit(demo_home, tmp_
 
 
 def test_lengths_come_from_the_dataset_and_a_dry_run_of_the_config_calibrates_it_alone(demo_home, tmp_path, monkeypatch):
-    ws = tmp_path / "ws"
-    (ws / "models").mkdir(parents=True)
-    (ws / "datasets").mkdir()
-    (ws / "models" / "demo-base").symlink_to(demo_home / "models" / "demo-base")
-    (ws / "datasets" / "demo").symlink_to(demo_home / "datasets" / "demo")
+    ws = link_demo(tmp_path / "ws", demo_home)
     monkeypatch.setenv("PADDLE_STUDIO_HOME", str(ws))
     cfg = config.load_preset("demo-lora", ws)
     cfg.data.max_length, cfg.data.src_length = 512, 256
@@ -115,7 +108,7 @@ def test_config_check_dry_run_trains_the_config_briefly_and_calibrates_by_it(dem
     import subprocess
     import sys
 
-    from tests.conftest import ROOT, link_demo
+    from tests.conftest import ROOT
 
     ws = link_demo(tmp_path / "ws", demo_home)
     env = {**os.environ, "PADDLE_STUDIO_HOME": str(ws), "PADDLE_STUDIO_VERIFY": "0"}
