@@ -63,6 +63,33 @@ def demo_home():
     return home
 
 
+@pytest.fixture(scope="session")
+def merged_demo(demo_home, tmp_path_factory):
+    """A LoRA trained 6 steps on the demo data and merged into the demo base, by the real CLI, once
+    per session (in a workspace of its own): (merged model dir, adapter dir)."""
+    import json
+    import subprocess
+
+    from core.train import config
+
+    ws = link_demo(tmp_path_factory.mktemp("merged-demo") / "ws", demo_home)
+    env = {**os.environ, "PADDLE_STUDIO_HOME": str(ws)}
+    flat = config.load_preset("demo-lora", ws).to_paddlenlp()
+    flat.update({"max_steps": 6, "save_steps": 1000, "eval_steps": 1000, "evaluation_strategy": "no",
+                 "learning_rate": 0.003})
+    cfg = ws / "small.json"
+    cfg.write_text(json.dumps(flat))
+    r = subprocess.run([sys.executable, "-m", "core.cli", "train", str(cfg), "--json"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    adapter = Path(json.loads(r.stdout)["dir"]) / "output"
+    out = ws / "models" / "demo-merged"
+    r = subprocess.run([sys.executable, "-m", "core.cli", "merge", "--adapter", str(adapter), "--out", str(out)],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return out, adapter
+
+
 def link_demo(home: Path, demo: Path) -> Path:
     """A workspace at ``home`` whose demo model and dataset are links to the shared demo build."""
     (home / "models").mkdir(parents=True)

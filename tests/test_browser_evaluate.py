@@ -1,7 +1,7 @@
-"""The Evaluate & predict tab in chromium: the demo model on an uploaded JSONL file, as a job from
-the page; the metrics; the predictions a page at a time (page 2 holds other records than page 1,
-each answer the one core's evaluate gives for that prompt); predictions.jsonl downloaded whole; a
-reload finds the job and its predictions again."""
+"""The Evaluate & predict tab in chromium: a merged model (a LoRA merged into the demo base) on an
+uploaded JSONL file, as a job from the page; the metrics; the predictions a page at a time (page 2
+holds other records than page 1, each answer the one core's evaluate gives for that prompt);
+predictions.jsonl downloaded whole; a reload finds the job and its predictions again."""
 
 import json
 import time
@@ -23,8 +23,9 @@ def shown_rows(page) -> list[list[str]]:
                          ".map(tr => [...tr.querySelectorAll('td')].map(td => td.innerText.replace(/\\s+/g, ' ').trim()))")
 
 
-def test_evaluate_an_uploaded_file_page_and_download(tmp_path, demo_home):
+def test_evaluate_an_uploaded_file_page_and_download(tmp_path, demo_home, merged_demo):
     home = link_demo(tmp_path / "ws", demo_home)
+    (home / "models" / "demo-merged").symlink_to(merged_demo[0])  # a LoRA merged into the demo base
     dev = (home / "datasets" / "demo" / "dev.json").read_text(encoding="utf-8").splitlines()
     upload = tmp_path / "my-questions.jsonl"
     upload.write_text("\n".join(dev[:RECORDS]) + "\n", encoding="utf-8")
@@ -35,7 +36,7 @@ def test_evaluate_an_uploaded_file_page_and_download(tmp_path, demo_home):
             page = browser.new_page(viewport={"width": 1280, "height": 1400})
             page.goto(s.url)
             page.locator("#tab-evaluate-button").click()
-            pick(page, "evaluate-model", "models/demo-base (base)")
+            pick(page, "evaluate-model", "models/demo-merged (merged)")
             page.locator("#evaluate-upload input[type=file]").set_input_files(str(upload))
             wait_text(page.locator("#evaluate-upload"), "my-questions.jsonl", 30)
             for box, value in (("evaluate-limit", 0), ("evaluate-max-tokens", MAX_NEW)):
@@ -47,7 +48,7 @@ def test_evaluate_an_uploaded_file_page_and_download(tmp_path, demo_home):
 
             from core.models import evaluate  # core's answers for the same prompts, while the job runs
 
-            want = evaluate.evaluate(str(home / "models" / "demo-base"), None, upload, max_new_tokens=MAX_NEW,
+            want = evaluate.evaluate(str(merged_demo[0]), None, upload, max_new_tokens=MAX_NEW,
                                      predictions=True)["predictions"]
             norm = lambda x: " ".join(x.split())  # noqa: E731
 

@@ -88,22 +88,9 @@ def ws(demo_home, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def merged(ws):
+def merged(merged_demo):
     """A LoRA trained a few steps on the demo dataset, merged: (merged dir, adapter dir)."""
-    from core.train import config
-
-    flat = config.load_preset("demo-lora", ws).to_paddlenlp()
-    flat.update({"max_steps": 6, "save_steps": 1000, "eval_steps": 1000, "evaluation_strategy": "no",
-                 "learning_rate": 0.003})
-    cfg = ws / "small.json"
-    cfg.write_text(json.dumps(flat))
-    r = cli("core.cli", "train", str(cfg), "--json", home=ws)
-    assert r.returncode == 0, r.stderr[-3000:]
-    adapter = Path(json.loads(r.stdout)["dir"]) / "output"
-    out = ws / "models" / "demo-merged"
-    r = cli("core.cli", "merge", "--adapter", str(adapter), "--out", str(out), home=ws)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return out, adapter
+    return merged_demo
 
 
 @pytest.fixture(scope="module")
