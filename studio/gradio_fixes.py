@@ -115,18 +115,26 @@ RAF_GUARD_JS = (
 # until the window was resized: in a 598 px box the last steps of the curve and the learning-rate
 # axis were cut off. A ResizeObserver on every chart it draws resizes the chart when its box's
 # width differs from the chart's (when the tab is shown); it fires only when a box changes size.
+# A chart is purged only once its own draw has settled: Gradio mounts each new value twice (the
+# first chart is dropped within the same task, its Plotly.react still pending), and purging it
+# then made the draw's last step read the deleted layout (an uncaught "Cannot read properties of
+# undefined (reading '_redrawFromAutoMarginCount')" per dropped chart, 52 over the journey test).
+# A chart dropped before its draw settled is purged when it settles.
 PLOT_PURGE_JS = (
-    "(() => { let plotly; const drawn = new Set();"
+    "(() => { let plotly; const drawn = new Map();"
     " Object.defineProperty(window, 'Plotly', {configurable: true, get() { return plotly; }, set(v) { plotly = v;"
     " if (!v || typeof v.react !== 'function' || v.__studioPurges) return; const react = v.react; v.__studioPurges = true;"
     " const fit = typeof ResizeObserver === 'function' ? new ResizeObserver((entries) => { for (const e of entries) {"
     " const gd = e.target, w = e.contentRect.width;"
     " if (gd.isConnected && w > 0 && gd._fullLayout && Math.abs(gd._fullLayout.width - w) > 1)"
     " { try { v.Plots.resize(gd); } catch (err) {} } } }) : null;"
-    " v.react = function (gd, ...rest) { for (const el of drawn) if (!el.isConnected) {"
-    " drawn.delete(el); if (fit) fit.unobserve(el); try { v.purge(el); } catch (e) {} }"
-    " if (gd && gd.nodeType === 1) { drawn.add(gd); if (fit) fit.observe(gd); }"
-    " return react.call(this, gd, ...rest); }; } }); })();"
+    " const drop = (el) => { drawn.delete(el); if (fit) fit.unobserve(el); try { v.purge(el); } catch (e) {} };"
+    " v.react = function (gd, ...rest) { for (const [el, busy] of drawn) if (!busy && !el.isConnected) drop(el);"
+    " const done = react.call(this, gd, ...rest);"
+    " if (gd && gd.nodeType === 1) { drawn.set(gd, true); if (fit) fit.observe(gd);"
+    " Promise.resolve(done).finally(() => { if (!drawn.has(gd)) return; if (gd.isConnected) drawn.set(gd, false);"
+    " else drop(gd); }); }"
+    " return done; }; } }); })();"
 )
 
 

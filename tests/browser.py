@@ -135,3 +135,56 @@ def plotly_charts(page) -> tuple[int, int]:
     finally:
         cdp.detach()
     return alive, page.evaluate("() => document.querySelectorAll('.js-plotly-plot').length")
+
+
+# Console messages of Gradio 6.17's own client that no code of ours causes or can avoid (regex on
+# the message as ConsoleLog writes it -> why it is allowed).
+GRADIO_CONSOLE_NOISE = {
+    r"^console\.warning: Method not implemented\. \(index-\w+\.js": (
+        "the Upload component closes its upload-progress stream with close() of the client's fetch-based "
+        "EventSource stand-in, which only warns (@gradio/client stream(): close: console.warn); every upload"),
+    r"^console\.error: AbortError: signal is aborted without reason\s+at \w+ \(\S*index-\w+\.js": (
+        "the client aborts its /queue/data fetch when the server says close_stream (no event of the session "
+        "pending) and the stand-in's .catch logs that AbortError with console.error; a race with the "
+        "response's end, so 0 or 1 per queue stream"),
+}
+
+
+class ConsoleLog(list):
+    """Every console error/warning and uncaught page error of ``page``, as "kind: text (url:line)".
+    ``console_errors(page)`` attaches the listeners; read it (a list) at any time; ``counts()`` gives
+    each distinct message with how often it came."""
+
+    def counts(self) -> list[tuple[int, str]]:
+        import collections
+
+        return sorted(((n, m) for m, n in collections.Counter(self).items()), reverse=True)
+
+    def unexpected(self, allowed: dict = GRADIO_CONSOLE_NOISE) -> list[str]:
+        """The messages no pattern of ``allowed`` explains."""
+        import re
+
+        return [m for m in self if not any(re.search(p, m) for p in allowed)]
+
+    def summary(self) -> str:
+        return "\n".join(f"{n:4d}x {m}" for n, m in self.counts()) or "(no console errors or warnings)"
+
+
+def console_errors(page, kinds: tuple = ("error", "warning")) -> ConsoleLog:
+    """Collect ``page``'s console messages of ``kinds`` and its uncaught errors (exceptions and
+    unhandled promise rejections) from now on, in the returned list."""
+    log = ConsoleLog()
+
+    def on_console(msg):
+        if msg.type in kinds:
+            loc = msg.location or {}
+            where = f" ({loc.get('url', '').rsplit('/', 1)[-1]}:{loc.get('lineNumber', '')})" if loc.get("url") else ""
+            log.append(f"console.{msg.type}: {msg.text[:400]}{where}")
+
+    def on_pageerror(err):
+        stack = (getattr(err, "stack", None) or "").splitlines()[:4]
+        log.append(f"pageerror: {err.message[:400]} | {' / '.join(s.strip() for s in stack[1:4])}")
+
+    page.on("console", on_console)
+    page.on("pageerror", on_pageerror)
+    return log

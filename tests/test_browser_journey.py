@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.browser import ROOT, Studio, launch_browser, wait_text
+from tests.browser import ROOT, Studio, console_errors, launch_browser, wait_text
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 playwright = pytest.importorskip("playwright.sync_api")
@@ -141,8 +141,12 @@ def test_upload_train_merge_chat_quantize_without_reload(home, tmp_path, demo_ho
             if TRACE:  # STUDIO_TRACE=file.zip: a Playwright trace of the walk (show with `playwright show-trace`)
                 context.tracing.start(screenshots=True, snapshots=True)
             page = context.new_page()
+            errors = console_errors(page)
             try:
                 walk(page, s, home, data, dev)
+                # not one error or warning in the console over the whole walk, but Gradio's own
+                # (tests/browser.py GRADIO_CONSOLE_NOISE, each with its reason)
+                assert not errors.unexpected(), errors.summary()
             finally:
                 if TRACE:
                     context.tracing.stop(path=TRACE)
