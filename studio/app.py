@@ -85,6 +85,36 @@ def machine_load(lang: str) -> str:
             f"data-mem-total-mib='{m['mem_total_mib']}'>{text}</span>")
 
 
+def merge_events(events: list) -> tuple:
+    """One event (fn, inputs, outputs) doing what ``events`` [(fn, inputs, outputs)] do: the page
+    pays per event (each of its status messages walks the component tree), and the language switch
+    had one follow-up event per tab. Each input is sent once; a handler that raises leaves its own
+    outputs as they are (the others still update). A component may be the output of one of them only."""
+    inputs, where = [], {}
+    for _, ins, _ in events:
+        for c in ins:
+            if id(c) not in where:
+                where[id(c)] = len(inputs)
+                inputs.append(c)
+    outputs = [o for _, _, outs in events for o in outs]
+    assert len({id(o) for o in outputs}) == len(outputs), "a component is an output of two relocalize events"
+    plan = [(fn, [where[id(c)] for c in ins], len(outs)) for fn, ins, outs in events]
+
+    def run(*values):
+        out = []
+        for fn, at, n in plan:
+            try:
+                res = fn(*(values[i] for i in at))
+                res = list(res) if n > 1 else [res]  # Gradio's rule: one output's value is returned as it is
+            except Exception as e:  # noqa: BLE001 - one tab's message must not stop the others'
+                sys.stderr.write(f"paddle-studio: relocalizing {getattr(fn, '__qualname__', fn)} failed: {e}\n")
+                res = [gr.skip()] * n
+            out += res if len(res) == n else [gr.skip()] * n
+        return out
+
+    return run, inputs, outputs
+
+
 def _header(lang: str) -> str:
     info = system.info()
     missing = t("app.not_installed", lang)
@@ -151,8 +181,8 @@ def build_app(lang: str = "en") -> gr.Blocks:
 
         ev = lang_radio.change(switch, inputs=lang_radio, outputs=[header, *comps])
         ev.then(None, inputs=lang_radio, outputs=None, js=tab_label_js(ctx))
-        for fn, inputs, outputs in ctx.relocalize:
-            ev.then(fn, inputs=inputs, outputs=outputs, show_progress="hidden")
+        fn, inputs, outputs = merge_events(ctx.relocalize)
+        ev.then(fn, inputs=inputs, outputs=outputs, show_progress="hidden")
         for fn, inputs, outputs in ctx.on_load:
             demo.load(fn, inputs=inputs, outputs=outputs, show_progress="hidden")
         demo.load(None, inputs=None, outputs=None, js=mount_tabs_js(ctx))
