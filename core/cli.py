@@ -736,11 +736,11 @@ def cmd_eval(a) -> int:
 
     kw = dict(limit=a.limit, max_new_tokens=a.max_new_tokens, src_length=a.src_length, max_length=a.max_length,
               with_generation=not a.no_generation, split=a.split)
+    if a.predictions and a.no_generation:
+        return _fail("--predictions writes the model's answers: drop --no-generation")
     if a.target:
         if a.predictions:
             return _fail("--predictions takes one model (--model/--adapter), not --target")
-    if a.predictions and a.no_generation:
-        return _fail("--predictions writes the model's answers: drop --no-generation")
         res = evaluate.compare([evaluate.parse_target(s) for s in a.target], a.data, **kw)
         if a.json:
             _print_json(res)

@@ -409,7 +409,8 @@ def build_and_pretrain(tok, tok_dir: Path, corpus: list[str], out: Path, seed: i
         losses.append(float(loss))
         if step % 100 == 0 or step == steps - 1:
             log(f"pretrain step {step + 1}/{steps} loss {losses[-1]:.3f}")
-            report_progress(0.15 + 0.8 * (step + 1) / steps, f"pretraining the demo model: step {step + 1}/{steps}")
+            report_progress(0.15 + 0.8 * (step + 1) / steps, f"pretraining the demo model: step {step + 1}/{steps}",
+                            code="demo_pretraining", step=step + 1, steps=steps)
     model.eval()
     tmp = workspace.temp_dir_beside(out)
     try:
@@ -547,7 +548,7 @@ def init(seed: int = 1234, steps: int = PRETRAIN_STEPS, log=print) -> dict:
     for name in ("dataset", "model"):
         if cache and not status()[name] and _current(name, cache, seed):
             _clear(name, log)
-            report_progress(None, f"copying the demo {name} from {cache}")
+            report_progress(None, f"copying the demo {name} from {cache}", code=f"demo_copying_{name}", path=str(cache))
             if _copy_part(name, cache, None, log):
                 log(f"demo {name} copied from {cache}")
                 copied.append(name)
@@ -557,7 +558,7 @@ def init(seed: int = 1234, steps: int = PRETRAIN_STEPS, log=print) -> dict:
     if not done["dataset"]:
         _clear("dataset", log)
         log("writing demo dataset")
-        report_progress(0.01, "writing the demo dataset")
+        report_progress(0.01, "writing the demo dataset", code="demo_dataset")
         write_dataset(ds_root, seed)
         created.append("dataset")
     # a rewritten dataset of the same seed holds the same text: the model stays valid
@@ -570,7 +571,7 @@ def init(seed: int = 1234, steps: int = PRETRAIN_STEPS, log=print) -> dict:
         scratch = workspace.temp_dir_beside(workspace.models_dir() / ".demo-tokenizer")
         try:
             log("training tokenizer")
-            report_progress(0.05, "training the demo tokenizer")
+            report_progress(0.05, "training the demo tokenizer", code="demo_tokenizer")
             tok, tok_dir = train_tokenizer(_sentences(train + dev) + plain, scratch, seed)
             log("pretraining tiny LLaMA")
             build_and_pretrain(tok, tok_dir, plain, md, seed, steps, log)
@@ -618,8 +619,8 @@ def progress() -> dict:
         except (KeyError, TypeError, ValueError):
             pass
         out["job"] = {"job_id": newest["job_id"], "state": st.get("state"), "fraction": pr.get("fraction"),
-                      "text": pr.get("text", ""), "reason": st.get("reason") or st.get("error") or "",
-                      "finished_ago_s": ago}
+                      "text": pr.get("text", ""), "code": pr.get("code"), "params": pr.get("params") or {},
+                      "reason": st.get("reason") or st.get("error") or "", "finished_ago_s": ago}
     return out
 
 
@@ -682,12 +683,13 @@ def family_model(family: str, seed: int = 1234, name: str | None = None, out: st
     out.parent.mkdir(parents=True, exist_ok=True)
     scratch = workspace.temp_dir_beside(out)
     try:
-        report_progress(0.1, f"training the {family} tokenizer")
+        report_progress(0.1, f"training the {family} tokenizer", code="family_tokenizer", family=family)
         tok, tok_dir = train_tokenizer(_sentences(train + dev) + _plain_lines(seed + 1, exclude=dev, n=2000),
                                        scratch / "tok", seed, markers=preset.get("template_markers", []),
                                        chat_template=preset["chat_template"], eos=preset.get("eos_token", "</s>"),
                                        kind=preset.get("tokenizer"))
-        report_progress(0.6, f"initialising a tiny {preset['architecture']}")
+        report_progress(0.6, f"initialising a tiny {preset['architecture']}", code="family_init",
+                        architecture=preset["architecture"])
         paddle.set_device("cpu")
         paddle.seed(seed)
         cls = getattr(T, preset["architecture"])

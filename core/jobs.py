@@ -405,15 +405,17 @@ def stop(job_id: str, grace: float = STOP_GRACE) -> dict:
     return status(d)
 
 
-def report_progress(fraction: float | None, text: str = "") -> None:
-    """Called inside a job's child: record how far it got (a no-op outside a job)."""
+def report_progress(fraction: float | None, text: str = "", code: str | None = None, **params) -> None:
+    """Called inside a job's child: record how far it got (a no-op outside a job). ``text`` is the
+    English line (CLI, logs); ``code`` and ``params`` let a UI say it in its own language."""
     d = os.environ.get("STUDIO_JOB_DIR")
     if not d:
         return
+    rec = {"fraction": None if fraction is None else max(0.0, min(1.0, float(fraction))), "text": text, "time": now()}
+    if code:
+        rec.update(code=code, params=params)
     try:
-        workspace.write_json_atomic(Path(d) / "progress.json",
-                                    {"fraction": None if fraction is None else max(0.0, min(1.0, float(fraction))),
-                                     "text": text, "time": now()})
+        workspace.write_json_atomic(Path(d) / "progress.json", rec)
     except OSError:
         pass  # progress is a courtesy; never fail the job over it
 

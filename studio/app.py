@@ -22,7 +22,7 @@ from studio.bind import LoginGate, check_bind
 from studio.gradio_fixes import (PLOT_PURGE_JS, RAF_GUARD_JS, EarlyScript, calm_queue, forget_finished_events,
                                  mount_tabs_js, quiet_progress, tab_label_js)
 from studio.live import Ctx, View, gate_timers
-from studio.locales import LANGS, t
+from studio.locales import LANGS, progress_text, reason_text, t
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 LANG_CHOICES = [("English", "en"), ("中文", "zh")]
@@ -46,10 +46,12 @@ def demo_banner(lang: str) -> dict:
         return {"value": t("demo.ready_now", lang), "visible": fresh}
     if j["state"] in ("queued", "running"):
         pct = "…" if j["fraction"] is None else f"{100 * j['fraction']:.0f} %"
-        what = j["text"] or t("demo.queued", lang)
+        what = progress_text({"code": j.get("code"), "params": j.get("params"), "text": j["text"]}, lang) or t(
+            "demo.queued", lang)
         return {"value": t("demo.building", lang, id=j["job_id"], pct=pct, what=what), "visible": True}
     if j["state"] == "failed":
-        return {"value": t("demo.failed", lang, id=j["job_id"], why=j["reason"] or j["state"]), "visible": True}
+        return {"value": t("demo.failed", lang, id=j["job_id"], why=reason_text(j["reason"], lang) or j["state"]),
+                "visible": True}
     return {"value": "", "visible": False}
 
 

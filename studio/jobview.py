@@ -11,8 +11,9 @@ from datetime import datetime
 import gradio as gr
 
 from core import jobs
-from studio.charts import duration, log_html, progress_bar
-from studio.locales import t
+from studio.charts import log_html, progress_bar
+from studio.locales import progress_text, reason_text, t
+from studio.units import duration
 
 TICK = 2.0  # as a watched run's (a 1 s tick cost an idle page on this tab ~3 CPU-s a minute of chromium)
 
@@ -32,9 +33,9 @@ def status_line(info: dict, lang: str) -> str:
     parts = [f"**{info['job_id']}** — <span class='job-state' data-state='{state}'>{t(f'state.{state}', lang)}</span>"]
     secs = _seconds(st)
     if secs is not None:
-        parts.append(duration(secs))
+        parts.append(duration(secs, lang))
     if st.get("reason") and state != "succeeded":
-        parts.append(t("runs.reason", lang, reason=st["reason"]))
+        parts.append(t("runs.reason", lang, reason=reason_text(st["reason"], lang)))
     return " · ".join(parts)
 
 
@@ -67,7 +68,7 @@ class JobPanel:
         st, pr = info["status"], info.get("progress") or {}
         state = st.get("state", "queued")
         frac = 1.0 if state == "succeeded" else pr.get("fraction")
-        text = t(f"state.{state}", lang) if state in jobs.FINAL else (pr.get("text") or t(f"state.{state}", lang))
+        text = t(f"state.{state}", lang) if state in jobs.FINAL else (progress_text(pr, lang) or t(f"state.{state}", lang))
         res = self.render_result(info, lang) if self.render_result else []
         return [status_line(info, lang), progress_bar(frac, text, f"{self.prefix}-progress", state),
                 log_html(jobs.read_log(job_id), 8), *res]

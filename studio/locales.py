@@ -610,6 +610,77 @@ def problem(code: str, params: dict | None, lang: str) -> str:
     return t(f"problem.{code}", lang, **(params or {}))
 
 
+# English lines a job or run records without a code (status.json "reason", a progress line of a
+# caller that sends no code): (pattern, key); the pattern's named groups are the key's params, and a
+# "rest" group (what follows a known start) is kept as it is. An unknown line is shown as recorded.
+REASON_PATTERNS = [
+    (r"stopped by the user", "reason.stopped_by_user"),
+    (r"cancelled before it started", "reason.cancelled"),
+    (r"the command printed no JSON result", "reason.no_json"),
+    (r"the job's supervisor vanished \(killed or machine restarted\)", "reason.job_vanished"),
+    (r"the run's supervisor vanished \(killed or machine restarted\)(?P<rest>.*)", "reason.run_vanished"),
+    (r"exit code (?P<code>-?\d+) \(killed\)", "reason.exit_killed"),
+    (r"exit code (?P<code>-?\d+)", "reason.exit_code"),
+    (r"stopped and saved at step (?P<step>\d+) \(Resume continues from checkpoint-\d+\)", "reason.stopped_at"),
+    (r"no progress for (?P<secs>\d+) s \(nothing new in the training log or metrics; stall_timeout is (?P<limit>[\d.]+) s\): "
+     r"the run was stopped(?P<rest>.*)", "reason.stalled"),
+    (r"a node failed", "reason.a_node_failed"),
+    (r"idle", "reason.idle"),
+    (r"owner_gone", "reason.owner_gone"),
+    (r"stopped by a signal", "reason.a_signal"),
+    (r"stopped by (?P<signal>SIG[A-Z]+)", "reason.signal"),
+    # the round-trip check's details (core.train.verify)
+    (r"not checked: (?P<why>.*)", "reason.verify_skipped"),
+    (r"(?P<folder>.+) has no readable (?P<file>\S+) \(saved by a studio older than this check, or not by the studio\)",
+     "reason.verify_no_reference"),
+    (r"the saved tokenizer and chat template tokenize (?P<bad>\d+) of (?P<n>\d+) sample records differently from "
+     r"training", "reason.verify_tokenize"),
+    (r"the saved model does not reproduce training: reloaded eval loss (?P<got>\S+) vs (?P<want>\S+) in training "
+     r"\(allowed difference (?P<tol>\S+)\)", "reason.verify_loss"),
+    (r"the check ended with exit code (?P<code>-?\d+) before its verdict(?P<rest>.*)", "reason.verify_exit"),
+    (r"the check's process ended before its verdict \(killed\?\)", "reason.verify_killed"),
+]
+PROGRESS_PATTERNS = [
+    (r"copying (?P<file>.+) \((?P<mib>[\d,.]+) MiB\)", "progress.import_copying"),
+    (r"checking the folder", "progress.import_checking"),
+    (r"converting PyTorch weights to Paddle", "progress.import_converting"),
+    (r"saving in PaddleNLP's layout", "progress.import_saving"),
+    (r"loading the weights to check them", "progress.import_loading"),
+    (r"publishing", "progress.publishing"),
+    (r"step (?P<step>\d+|\?|None)/(?P<steps>\d+|\?|None)", "progress.step"),
+]
+
+
+def _by_pattern(text: str, patterns, lang: str) -> str:
+    import re
+
+    for pat, key in patterns:
+        m = re.fullmatch(pat, text, re.S)
+        if m:
+            return t(key, lang, **m.groupdict())
+    return text
+
+
+def reason_text(reason: str | None, lang: str) -> str:
+    """Why a run or job ended (its status.json ``reason``, recorded in English) in ``lang``."""
+    if not reason or lang == "en":
+        return reason or ""
+    return _by_pattern(str(reason).strip(), REASON_PATTERNS, lang)
+
+
+def progress_text(progress: dict | None, lang: str) -> str:
+    """A job's progress line (progress.json: ``code`` + ``params`` when its caller sent them) in ``lang``."""
+    pr = progress or {}
+    code = pr.get("code")
+    if code and f"progress.{code}" in TEXT:
+        params = dict(pr.get("params") or {})
+        if code == "evaluating_target" and f"merge.label_{params.get('label')}" in TEXT:
+            params["label"] = t(f"merge.label_{params['label']}", lang)
+        return t(f"progress.{code}", lang, **params)
+    text = pr.get("text") or ""
+    return text if lang == "en" else _by_pattern(text.strip(), PROGRESS_PATTERNS, lang)
+
+
 # Chinese help for every RunConfig field (English comes from the dataclass metadata).
 FIELD_HELP_ZH = {
     "model_name_or_path": "基座模型目录（PaddleNLP save_pretrained 格式）。",
@@ -832,7 +903,7 @@ TEXT.update({
                      "zh": "奖励（更好、更差、差值）、DPO 准确率与 KTO 的 KL"},
     "runs.speed": {"en": "Tokens/s and learning rate", "zh": "吞吐（token/秒）与学习率"},
     "runs.log_scale": {"en": "Log scale", "zh": "对数坐标"},
-    "runs.curve_caption": {"en": "{n} loss points, {e} evaluations", "zh": "{n} 个 loss 点，{e} 次评估"},
+    "runs.curve_caption": {"en": "{n} loss points, {e} evaluations", "zh": "{n} 个损失点，{e} 次评估"},
 })
 
 TEXT.update({
@@ -1067,3 +1138,8 @@ TEXT.update({
     "refused.merge_running": {"en": "The merge into {path} is still running (job {job}); evaluate when it has finished.",
                               "zh": "合并到 {path} 的任务（{job}）仍在运行；请在它完成后再评估。"},
 })
+
+
+def description(preset: dict, lang: str) -> str:
+    """A preset's description in ``lang`` (a preset file's ``description_zh`` beside its English one)."""
+    return (preset.get(f"description_{lang}") if lang != "en" else None) or preset.get("description", "")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from core import workspace
 from core.train import verify
-from studio.locales import t
+from studio.locales import reason_text, t
 
 
 def verify_warning(path: str | None, lang: str) -> str:
@@ -26,5 +26,6 @@ def verify_warning(path: str | None, lang: str) -> str:
     if not v or v.get("state") == "verified":
         return ""
     if v["state"] in ("failed", "error"):
-        return t("verify.warn_failed", lang, reason=v.get("reason") or "")
-    return t("verify.warn_unverified", lang, state=v["state"])
+        return t("verify.warn_failed", lang, reason=reason_text(v.get("reason"), lang))
+    key = f"verify.state.{v['state']}"
+    return t("verify.warn_unverified", lang, state=t(key, lang) if t(key, lang) != key else v["state"])

@@ -152,6 +152,15 @@ def test_cli_eval_writes_predictions_of_a_train_split(tmp_path, demo_home):
                        cwd=ROOT, capture_output=True, text=True, timeout=300,
                        env={**os.environ, "PADDLE_STUDIO_HOME": str(home)})
     assert r.returncode == 2 and "predictions" in r.stderr  # nothing to predict without generation
+    # several targets on the same records (what the Merge tab's comparison job runs)
+    base = str(home / "models" / "demo-base")
+    r = subprocess.run([sys.executable, "-m", "core.cli", "eval", "--target", f"a={base}", "--target", f"b={base}",
+                        "--data", str(home / "datasets" / "demo"), "--limit", "3", "--no-generation", "--json"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PADDLE_STUDIO_HOME": str(home)})
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = json.loads(r.stdout)["rows"]
+    assert [x["label"] for x in rows] == ["a", "b"] and rows[0]["eval_loss"] == rows[1]["eval_loss"]
     r = subprocess.run([sys.executable, "-m", "core.cli", "eval", "--model", str(home / "models" / "demo-base"),
                         "--data", str(home / "datasets" / "demo"), "--split", "train", "--limit", "3",
                         "--max-new-tokens", str(MAX_NEW), "--predictions", str(out), "--json"],

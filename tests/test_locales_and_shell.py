@@ -39,6 +39,63 @@ def test_every_locale_key_used_in_studio_exists():
     assert not missing, missing
 
 
+def test_every_progress_code_core_reports_is_translated():
+    """Each code a job's child reports (core.jobs.report_progress(..., code=...)) has zh/en text whose
+    fields are the params it sends."""
+    import ast
+    import string
+
+    fields = lambda s: {f for _, f, _, _ in string.Formatter().parse(s) if f}  # noqa: E731
+    found = []
+    for f in (ROOT / "core").rglob("*.py"):
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and any(k.arg == "code" for k in node.keywords):
+                name = getattr(node.func, "id", getattr(node.func, "attr", ""))
+                if name not in ("report_progress", "on_progress"):
+                    continue
+                code = next(k.value for k in node.keywords if k.arg == "code")
+                params = {k.arg for k in node.keywords if k.arg != "code"}
+                codes = ([code.value] if isinstance(code, ast.Constant) else
+                         [f"demo_copying_{n}" for n in ("dataset", "model")])  # f"demo_copying_{name}"
+                for c in codes:
+                    found.append(c)
+                    key = f"progress.{c}"
+                    assert key in locales.TEXT, (f, key)
+                    for lang in locales.LANGS:
+                        assert fields(locales.TEXT[key][lang]) == params, (key, lang, params)
+    assert {"merging", "evaluating_quantized", "answered", "evaluating_target", "demo_pretraining"} <= set(found)
+
+
+def test_reasons_progress_and_durations_are_said_in_chinese():
+    from studio.units import duration
+
+    zh = lambda r: locales.reason_text(r, "zh")  # noqa: E731
+    assert zh("stopped by the user") == "由用户停止"
+    assert zh("cancelled before it started") == "开始前已取消"
+    assert zh("exit code -9 (killed)") == "退出码 -9（被终止）"
+    assert zh("stopped and saved at step 40 (Resume continues from checkpoint-40)").startswith("已在第 40 步停止")
+    assert zh("Traceback: something new") == "Traceback: something new"  # an unknown reason is shown as recorded
+    assert locales.reason_text("stopped by the user", "en") == "stopped by the user"
+    pr = {"fraction": 0.5, "text": "evaluating base+adapter (2/2)", "code": "evaluating_target",
+          "params": {"label": "base+adapter", "i": 2, "n": 2}}
+    assert locales.progress_text(pr, "zh") == "正在评估基座+适配器（2/2）"
+    assert locales.progress_text(pr, "en") == "evaluating base+adapter (2/2)"
+    assert locales.progress_text({"text": "copying model.safetensors (12.5 MiB)"}, "zh") == "正在复制 model.safetensors（12.5 MiB）"
+    assert locales.progress_text({"text": "step 6/12"}, "zh") == "第 6/12 步"
+    assert (duration(70, "zh"), duration(70, "en"), duration(1.5, "zh"), duration(3720, "zh")) == (
+        "1 分 10 秒", "1 min 10 s", "1.5 秒", "1 小时 02 分")
+
+
+def test_every_preset_has_a_chinese_description():
+    import json
+
+    for f in sorted((ROOT / "presets").glob("*/*.json")):
+        d = json.loads(f.read_text(encoding="utf-8"))
+        if f.parent.name in ("runs", "quant"):
+            assert d.get("description_zh", "").strip(), f
+            assert locales.description(d, "zh") == d["description_zh"] and locales.description(d, "en") == d["description"]
+
+
 def test_core_imports_without_gradio():
     code = (
         "import sys, importlib.abc\n"

@@ -282,7 +282,7 @@ def evaluate(model_dir=None, adapter_dir=None, data=None, limit: int | None = No
              split: str | None = None, predictions: bool = False, on_progress=None) -> dict:
     """Every metric on a file or a dataset folder's split (default: dev). ``predictions``: also every
     record's prompt, reference, answer and scores (``record_scores``) under "predictions".
-    ``on_progress(fraction, text)`` while it answers."""
+    ``on_progress(fraction, text, code=..., **params)`` while it answers."""
     t0 = time.perf_counter()
     files, fmt, records = read_records(data, split, limit)
     path = files[0]
@@ -312,7 +312,7 @@ def evaluate(model_dir=None, adapter_dir=None, data=None, limit: int | None = No
         notes.append({"code": "static_no_loss", "params": {}, "message": res["note"]})
     else:
         if on_progress:
-            on_progress(0.0, f"scoring the answers of {len(records)} records")
+            on_progress(0.0, f"scoring the answers of {len(records)} records", code="scoring", records=len(records))
         res.update(loss_and_accuracy(model, tok, tpl, records, src_length, max_length))
     if with_generation and fmt == "text":
         notes.append({"code": "text_no_answers", "params": {},
@@ -323,9 +323,10 @@ def evaluate(model_dir=None, adapter_dir=None, data=None, limit: int | None = No
             msgs = templates.messages_of(r)
             convs.append(msgs[:-1])
             refs.append(msgs[-1]["content"])
-        step = (lambda done, total: on_progress(0.1 + 0.9 * done / total, f"answered {done}/{total}")) if on_progress else None
+        step = (lambda done, total: on_progress(0.1 + 0.9 * done / total, f"answered {done}/{total}", code="answered",
+                                                 done=done, total=total)) if on_progress else None
         if on_progress:
-            on_progress(0.1, f"answered 0/{len(convs)}")
+            on_progress(0.1, f"answered 0/{len(convs)}", code="answered", done=0, total=len(convs))
         hyps = (static.answers(convs, max_new_tokens, src_length=src_length) if static is not None
                 else generate(model, tok, tpl, convs, max_new_tokens, src_length=src_length, on_batch=step))
         res["exact_match"] = sum(h.strip() == r.strip() for h, r in zip(hyps, refs)) / len(refs)
@@ -407,10 +408,11 @@ def compare(targets: list[tuple[str, str | None, str | None]], data, limit: int 
 
     rows = []
     for i, (label, model, adapter) in enumerate(targets):
-        report_progress(i / len(targets), f"evaluating {label} ({i + 1}/{len(targets)})")
+        report_progress(i / len(targets), f"evaluating {label} ({i + 1}/{len(targets)})", code="evaluating_target",
+                        label=label, i=i + 1, n=len(targets))
         res = evaluate(model, adapter, data, limit=limit, **kw)
         rows.append({"label": label, **{k: res.get(k) for k in (*METRICS, "records", "seconds")},
-                     "samples": res.get("samples", [])[:3]})
+                     "samples": res.get("samples", [])[:3], "notes": res.get("notes", [])})
     return {"data": str(data), "limit": limit, "rows": rows}
 
 

@@ -217,7 +217,7 @@ def export(model_dir: str | Path, out: str | Path, dtype: str = "float32", log=p
     out = Path(out)
     check(model_dir, out, dtype)
     model_dir = Path(model_dir).resolve()
-    report_progress(0.05, "loading the model")
+    report_progress(0.05, "loading the model", code="loading_model")
     log(f"loading {model_dir}")
     model, tok, tpl = loading.load(model_dir)
     if dtype != "float32":
@@ -229,11 +229,11 @@ def export(model_dir: str | Path, out: str | Path, dtype: str = "float32", log=p
     max_length = int(getattr(cfg, "max_position_embeddings", 0) or getattr(cfg, "seq_length", 0) or 2048)
 
     # what the graph must reproduce, from dygraph before tracing (tracing slows dygraph down for good)
-    report_progress(0.15, "greedy answers for the check (dygraph)")
+    report_progress(0.15, "greedy answers for the check (dygraph)", code="export_answers")
     ids = [templates.prompt_ids(tok, tpl, m) for m in merge.CHECK_PROMPTS]
     want = _dygraph_greedy(model, tok, ids, CHECK_NEW_TOKENS, own_positions)
 
-    report_progress(0.25, "tracing the generation loop (to_static)")
+    report_progress(0.25, "tracing the generation loop (to_static)", code="export_tracing")
     log("tracing the generation loop")
     t1 = time.perf_counter()
     gen = _generator(model, pad, eos, with_positions)
@@ -244,7 +244,7 @@ def export(model_dir: str | Path, out: str | Path, dtype: str = "float32", log=p
         paddle.jit.save(traced, str(tmp / GRAPH))
         trace_s = time.perf_counter() - t1
         log(f"traced and saved in {trace_s:.1f} s")
-        report_progress(0.7, "saving tokenizer and config")
+        report_progress(0.7, "saving tokenizer and config", code="export_saving")
         tok.save_pretrained(str(tmp))
         cfg_path = tmp / "tokenizer_config.json"
         tcfg = json.loads(cfg_path.read_text(encoding="utf-8"))
@@ -280,7 +280,7 @@ def export(model_dir: str | Path, out: str | Path, dtype: str = "float32", log=p
         }
         workspace.write_json_atomic(tmp / workspace.MODEL_MARKER, info)
 
-        report_progress(0.8, "checking the exported graph against dygraph")
+        report_progress(0.8, "checking the exported graph against dygraph", code="export_checking")
         engine = static.StaticEngine(tmp)
         got = engine.generate(ids, CHECK_NEW_TOKENS)
         matched = sum(a == b for a, b in zip(got, want))
@@ -293,12 +293,12 @@ def export(model_dir: str | Path, out: str | Path, dtype: str = "float32", log=p
         info["seconds"] = round(time.perf_counter() - t0, 2)
         info["trace_seconds"] = round(trace_s, 2)
         workspace.write_json_atomic(tmp / workspace.MODEL_MARKER, info)
-        report_progress(0.95, "publishing")
+        report_progress(0.95, "publishing", code="publishing")
         workspace.publish_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    report_progress(1.0, "done")
+    report_progress(1.0, "done", code="done")
     return {"out": str(out), **info}
 
 

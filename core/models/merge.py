@@ -106,7 +106,7 @@ def merge(base: str | Path | None, adapter: str | Path, out: str | Path, log=pri
     if not base:
         raise ValueError("no base model: pass --base (the adapter does not record its base)")
     log(f"loading {base} + {kind} adapter {adapter}")
-    report_progress(0.1, "loading base + adapter")
+    report_progress(0.1, "loading base + adapter", code="loading_base_adapter")
     model, tok, tpl = loading.load(base, adapter)
     ids = [templates.prompt_ids(tok, tpl, m) for m in CHECK_PROMPTS]
     n = max(len(i) for i in ids)
@@ -114,7 +114,7 @@ def merge(base: str | Path | None, adapter: str | Path, out: str | Path, log=pri
     ref = _logits(model, batch)
 
     log("merging")
-    report_progress(0.5, "merging")
+    report_progress(0.5, "merging", code="merging")
     if kind == "vera":
         folded = _fold_vera(model)
         if not folded:

@@ -238,14 +238,14 @@ def quantize(model_dir, preset, out_dir, data=None, calib_steps: int | None = No
                          "or file)")
     log(f"quantizing {model_dir} with {preset['name']} ({algo}, {method}); calibration {calib_file}")
 
-    report_progress(0.05, "loading the model")
+    report_progress(0.05, "loading the model", code="loading_model")
     model, tok, tpl = loading.load(model_dir)
-    report_progress(0.1, "evaluating before quantization")
+    report_progress(0.1, "evaluating before quantization", code="evaluating_before")
     before = _eval((model, tok, tpl), dev, eval_limit, eval_max_new_tokens)
     t_eval = time.perf_counter() - t0
     if before:
         log(f"before: ppl {before['perplexity']:.4f} em {before['exact_match']:.3f}")
-    report_progress(0.35, "calibrating")
+    report_progress(0.35, "calibrating", code="calibrating")
     batches, n_calib = _calib_batches(tok, tpl, records, steps, bsz, 256, 512)
     names = target_linears(model)
     if not names:
@@ -285,7 +285,7 @@ def quantize(model_dir, preset, out_dir, data=None, calib_steps: int | None = No
             tensors_q[n] = {"quant_weight": pack(codes, bits), "quant_scale": scale.astype(np.float16)}
             layer_rows.append((n, originals[n], dequant(codes, scale, group), None))
     t_quant = time.perf_counter() - t1
-    report_progress(0.6, f"quantized {len(names)} linear layers")
+    report_progress(0.6, f"quantized {len(names)} linear layers", code="quantized_layers", n=len(names))
 
     # per-layer reconstruction error on the calibration inputs of the unquantized model
     layer_report = []
@@ -350,7 +350,7 @@ def quantize(model_dir, preset, out_dir, data=None, calib_steps: int | None = No
         workspace.write_json_atomic(tmp / MODEL_MARKER,
                                     {"quantized_from": str(model_dir.resolve()), "preset": preset["name"], "algorithm": algo})
         # evaluate what is on disk, through the loader eval/chat/serve use
-        report_progress(0.7, "evaluating the quantized model")
+        report_progress(0.7, "evaluating the quantized model", code="evaluating_quantized")
         t2 = time.perf_counter()
         del model
         loaded = load_quantized(tmp, kernel=kernel)

@@ -14,7 +14,7 @@ import gradio as gr
 
 from core import catalog, jobs
 from core.models import export
-from studio.charts import duration
+from studio.units import duration
 from studio.jobview import JobPanel
 from studio.locales import refusal, t
 
@@ -45,8 +45,8 @@ def job_result(info: dict, lang: str) -> list:
                 if info["status"].get("state") in jobs.ACTIVE else gr.skip(), None, gr.update(interactive=False)]
     ck = res.get("check") or {}
     text = t("export.done", lang, out=res["out"], matched=ck.get("matched", "?"), prompts=ck.get("prompts", "?"),
-             tokens=ck.get("new_tokens", "?"), s=duration(res.get("seconds") or 0),
-             trace=duration(res.get("trace_seconds") or 0))
+             tokens=ck.get("new_tokens", "?"), s=duration(res.get("seconds") or 0, lang),
+             trace=duration(res.get("trace_seconds") or 0, lang))
     return [text, res["out"], gr.update(interactive=True)]
 
 

@@ -14,7 +14,7 @@ from core import catalog, demo, jobs, workspace
 from core.train import runs
 from studio.live import unsent
 from studio.charts import html_table, log_html, progress_bar
-from studio.locales import refusal, t
+from studio.locales import progress_text, reason_text, refusal, t
 
 TICK = 2.0
 
@@ -22,9 +22,16 @@ TICK = 2.0
 def table_html(rows: list[dict], lang: str) -> str:
     cols = ["id", "kind", "state", "progress", "created"]
     body = [[r["id"], t(f"jobs.kind_{r['kind']}", lang), t(f"state.{r['state'] or 'queued'}", lang),
-             ("" if r["fraction"] is None else f"{r['fraction'] * 100:.0f}% ") + (r["text"] or ""),
+             ("" if r["fraction"] is None else f"{r['fraction'] * 100:.0f}% ") + _progress(r, lang),
              (r["created"] or "").replace("T", " ").replace("+00:00", " UTC")] for r in rows]
     return html_table([t(f"jobs.col_{c}", lang) for c in cols], body, elem_id="jobs-table", empty=t("jobs.none", lang))
+
+
+def _progress(row: dict, lang: str) -> str:
+    """A row's progress line in ``lang``: a job's progress.json holds the code its child reported."""
+    if row["kind"] == "train" or lang == "en":
+        return progress_text({"text": row["text"]}, lang)
+    return progress_text(jobs.read_json(jobs.job_dir(row["id"]) / "progress.json", {}) or {"text": row["text"]}, lang)
 
 
 def detail(item_id: str | None, lang: str) -> tuple[str, str, str, str, str, dict]:
@@ -36,7 +43,7 @@ def detail(item_id: str | None, lang: str) -> tuple[str, str, str, str, str, dic
             info = runs.show(item_id)
             st, p = info["status"], info["progress"]
             frac = 1.0 if st.get("state") == "succeeded" else (p["step"] / p["max_steps"] if p["max_steps"] else None)
-            text = f"step {p['step']}/{p['max_steps']}"
+            text = t("progress.step", lang, step=p["step"], steps=p["max_steps"])
             command = shlex.join(info["command"])
             log = runs.tail_log(item_id)
             result = json.dumps({"output": info.get("output"), "checkpoint": info.get("checkpoint"),
@@ -46,7 +53,7 @@ def detail(item_id: str | None, lang: str) -> tuple[str, str, str, str, str, dic
             info = jobs.show(item_id)
             st, pr = info["status"], info.get("progress") or {}
             frac = 1.0 if st.get("state") == "succeeded" else pr.get("fraction")
-            text = pr.get("text", "")
+            text = progress_text(pr, lang)
             command = shlex.join(info["argv"])
             log = jobs.read_log(item_id)
             res = info.get("result")
@@ -57,7 +64,7 @@ def detail(item_id: str | None, lang: str) -> tuple[str, str, str, str, str, dic
     state = st.get("state", "queued")
     line = f"**{item_id}** ({t(f'jobs.kind_{kind}', lang)}) — <span id='jobs-state'>{t(f'state.{state}', lang)}</span>"
     if st.get("reason") and state != "succeeded":
-        line += " · " + t("runs.reason", lang, reason=st["reason"])
+        line += " · " + t("runs.reason", lang, reason=reason_text(st["reason"], lang))
     return (line, progress_bar(frac, text, "jobs-progress", state), command, log_html(log, 12), result,
             gr.update(interactive=state in jobs.ACTIVE))
 

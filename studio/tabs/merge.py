@@ -5,6 +5,7 @@ bar chart with the values on the bars. Both jobs survive a page reload or a stud
 
 from __future__ import annotations
 
+from html import escape
 from pathlib import Path
 
 import gradio as gr
@@ -14,7 +15,7 @@ from core.models import evaluate, loading, merge
 from studio.charts import bar_figure, html_table, num
 from studio.jobview import JobPanel
 from studio.verdict import verify_warning
-from studio.locales import refusal, t
+from studio.locales import TEXT, refusal, t
 
 
 def adapter_choices() -> list[tuple[str, str]]:
@@ -41,13 +42,40 @@ def eval_result(info: dict, lang: str) -> list:
     if not res or "rows" not in res:  # a new (or failed) job, or the Evaluate tab's: not a comparison's results
         return ["", None]
     rows = res["rows"]
-    table = html_table([t("merge.col_model", lang), *evaluate.METRICS, t("merge.col_records", lang)],
-                       [[r["label"], *(r.get(k) for k in evaluate.METRICS), r.get("records")] for r in rows],
+    table = html_table([t("merge.col_model", lang), *(t(f"evaluate.m_{k}", lang) for k in evaluate.METRICS),
+                        t("merge.col_records", lang)],
+                       [[label(r["label"], lang), *(r.get(k) for k in evaluate.METRICS), r.get("records")] for r in rows],
                        elem_id="eval-table")
     scores = ("token_accuracy", "exact_match", "bleu4", "rouge_l")
-    fig = bar_figure(list(scores), {r["label"]: [r.get(k) for k in scores] for r in rows}, t("merge.chart", lang),
+    fig = bar_figure([t(f"evaluate.m_{k}", lang) for k in scores],
+                     {label(r["label"], lang): [r.get(k) for k in scores] for r in rows}, t("merge.chart", lang),
                      y_title=t("merge.score", lang), fmt=lambda v: num(v, 3))
-    return [table, fig]
+    return [table + notes_html(rows, lang), fig]
+
+
+def label(name: str, lang: str) -> str:
+    """A comparison row's label (base, base+adapter, merged) in ``lang``."""
+    key = f"merge.label_{name}"
+    return t(key, lang) if key in TEXT else name
+
+
+def note(n: dict, lang: str) -> str:
+    key = f"evaluate.note_{n.get('code')}"
+    return t(key, lang, **(n.get("params") or {})) if key in TEXT else str(n.get("message", ""))
+
+
+def notes_html(rows: list[dict], lang: str) -> str:
+    """What a score in the table does not say (BLEU-4 on answers under 4 tokens is 0 whatever the
+    answer), as core.models.evaluate noted it for the rows, each note once: "BLEU-4 0 beside exact
+    match 1.0" explained. (The per-record BLEU-4 note is about the Evaluate tab's table, not this one.)"""
+    seen = []
+    for r in rows:
+        for n in r.get("notes") or []:
+            text = note(n, lang)
+            if n.get("code") != "bleu4_short_records" and text not in seen:
+                seen.append(text)
+    items = "".join(f"<p class='eval-note'>{escape(t('evaluate.note', lang, text=x))}</p>" for x in seen)
+    return f"<div id='eval-notes'>{items}</div>" if items else ""
 
 
 class ComparePanel(JobPanel):

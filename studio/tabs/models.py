@@ -131,3 +131,9 @@ def build_models_tab(ctx):
         panel.follow, inputs=[started, lang], outputs=[panel.job, *panel.outputs])
     ctx.picker(tab, lambda lg: models_table(lg), [lang], [table])
     ctx.relocalize.append((lambda lg: models_table(lg), [lang], [table]))
+
+    def recheck(path, shown, lg):
+        """After a language switch: the folder's report (or why it cannot be imported) in the new language."""
+        return check(path, lg) if (shown or "").strip() and (path or "").strip() else gr.skip()
+
+    ctx.relocalize.append((recheck, [folder, report, lang], [report]))

@@ -14,10 +14,11 @@ import gradio as gr
 
 from core import catalog, jobs
 from core.quant import pipeline, presets
-from studio.charts import bar_figure, duration, html_table, num, size
+from studio.charts import bar_figure, html_table, num, size
 from studio.jobview import JobPanel
 from studio.verdict import verify_warning
-from studio.locales import refusal, t
+from studio.locales import description, refusal, t
+from studio.units import duration
 
 
 def model_choices() -> list[tuple[str, str]]:
@@ -29,28 +30,35 @@ def preset_choices() -> list[tuple[str, str]]:
     return [(name, name) for name in presets.list_presets()]
 
 
-def preset_text(name: str | None) -> str:
+def preset_text(name: str | None, lang: str = "en") -> str:
     if not name:
         return ""
     p = presets.load_preset(name)
-    return f"{p.get('description', '')}  \n`{p.get('command', '')}`"
+    return f"{description(p, lang)}  \n`{p.get('command', '')}`"
 
 
 def data_choices(lang: str) -> list[tuple[str, str]]:
     return [(t("quant.data_auto", lang), "")] + [(m["name"], m["path"]) for m in catalog.datasets()]
 
 
-def _cell(metric: str, v) -> str:
+def _cell(metric: str, v, lang: str) -> str:
     if metric == "weight_bytes":
         return size(v)
     if metric == "seconds":
-        return duration(v)
+        return duration(v, lang)
     return num(v)
+
+
+def _metric(metric: str, lang: str) -> str:
+    """A report row's metric: its key in English (what the CLI's report says), its name in Chinese."""
+    key = "quant.m_weight_bytes" if metric == "weight_bytes" else f"evaluate.m_{metric}"
+    return metric if lang == "en" or t(key, lang) == key else t(key, lang)
 
 
 def report_parts(rep: dict, lang: str) -> tuple[str, object, object]:
     """(summary + table html, size figure, quality figure or None)."""
-    rows = [[r["metric"], _cell(r["metric"], r["before"]), _cell(r["metric"], r["after"])] for r in rep.get("table", [])]
+    rows = [[_metric(r["metric"], lang), _cell(r["metric"], r["before"], lang), _cell(r["metric"], r["after"], lang)]
+            for r in rep.get("table", [])]
     table = html_table([t("quant.col_metric", lang), t("quant.col_before", lang), t("quant.col_after", lang)], rows,
                        elem_id="quant-report-table")
     sz = rep["size"]
@@ -63,10 +71,10 @@ def report_parts(rep: dict, lang: str) -> tuple[str, object, object]:
     fig_q = None
     if ev.get("before") and ev.get("after"):
         keys = [k for k in ("perplexity", "token_accuracy", "exact_match") if ev["before"].get(k) is not None]
-        fig_q = bar_figure(keys, {before: [ev["before"][k] for k in keys], after: [ev["after"][k] for k in keys]},
+        fig_q = bar_figure([_metric(k, lang) for k in keys], {before: [ev["before"][k] for k in keys], after: [ev["after"][k] for k in keys]},
                            t("quant.chart_quality", lang), height=280)
     head = t("quant.done", lang, out=rep["out"], preset=rep["preset"], ratio=f"{times:.3g}",
-             before=size(sz["before_bytes"]), after=size(sz["after_bytes"]), s=duration(rep["seconds"]["total"]))
+             before=size(sz["before_bytes"]), after=size(sz["after_bytes"]), s=duration(rep["seconds"]["total"], lang))
     # what the engine says about itself against upstream (GPTQ's storage, A8W8's activation-scale method)
     notes = "".join(f"<p class='quant-note'>{escape(str(n.get('message_zh' if lang == 'zh' else 'message') or ''))}</p>"
                     for n in rep.get("notes", []) if isinstance(n, dict))
@@ -90,7 +98,7 @@ def build_quantize_tab(ctx, chat_model):
             pres = preset_choices()
             preset = tr(gr.Dropdown(pres, value=pres[0][1] if pres else None, label=ctx.text("quant.preset"),
                                     elem_id="quant-preset"), "quant.preset")
-        desc = gr.Markdown(preset_text(pres[0][1]) if pres else "", elem_id="quant-preset-desc")
+        desc = gr.Markdown(preset_text(pres[0][1], lang0) if pres else "", elem_id="quant-preset-desc")
         with gr.Row():
             data = tr(gr.Dropdown(data_choices(lang0), value="", label=ctx.text("quant.data"), elem_id="quant-data"),
                       "quant.data")
@@ -168,7 +176,7 @@ def build_quantize_tab(ctx, chat_model):
         lines = []
         if plan.get("preset"):
             pr = plan["preset"]
-            lines.append(t("quant.config_plan", lg, what=pr["description"], steps=pr.get("calib_steps", "-"),
+            lines.append(t("quant.config_plan", lg, what=description(pr, lg), steps=pr.get("calib_steps", "-"),
                            batch=pr.get("batch_size", "-"), name=plan["name"]))
         lines += [f"- {t('quant.config_note', lg)}: {n}" for n in plan.get("notes", [])]
         lines += [f"- **{t('quant.config_problem', lg)}:** {p['message']}" for p in plan.get("problems", [])]
@@ -192,7 +200,8 @@ def build_quantize_tab(ctx, chat_model):
                     outputs=[cfg_plan_md, cfg_plan, cfg_start, name, suggested], show_progress="hidden")
     cfg_start.click(start_config, inputs=[cfg_plan, limit, name, suggested, lang], outputs=[note, started, name]).then(
         panel.follow, inputs=[started, lang], outputs=[panel.job, *panel.outputs])
-    preset.change(preset_text, inputs=preset, outputs=desc, show_progress="hidden")
+    preset.change(preset_text, inputs=[preset, lang], outputs=desc, show_progress="hidden")
+    ctx.relocalize.append((preset_text, [preset, lang], [desc]))
     model.change(suggest, inputs=[model, preset, name, suggested], outputs=[name, suggested], show_progress="hidden")
     model.change(verify_warning, inputs=[model, lang], outputs=note, show_progress="hidden")
     preset.change(suggest, inputs=[model, preset, name, suggested], outputs=[name, suggested], show_progress="hidden")

@@ -18,7 +18,7 @@ import gradio as gr
 from core.train import cluster, control, monitor, runs
 from studio.live import View, unsent
 from studio.charts import html_table, line_figure, log_html, num
-from studio.locales import refusal, t
+from studio.locales import reason_text, refusal, t
 
 TICK = 2.0
 FIGURE_EVERY = 6.0  # seconds between two redraws of a training run's loss chart, twice that for its second chart
@@ -88,10 +88,25 @@ def curve_figures(series: dict[str, list[dict]], lang: str, log_y: bool):
             continue
         speed[f"{prefix}tokens/s"] = [(r["step"], r["tokens_per_sec"]) for r in records if r.get("tokens_per_sec")]
         speed[f"{prefix}lr"] = [(r["step"], r["lr"]) for r in records if r.get("lr") is not None]
-    return (line_figure(loss, t("runs.curve", lang), "step", "loss", log_y=log_y),
-            line_figure(speed, t("runs.rewards" if dpo else "runs.speed", lang), "step", "" if dpo else "tokens/s",
-                        right=tuple(k for k in speed if k.endswith("lr")), y_format=".3~g" if dpo else ".3~s",
-                        right_title="lr"))
+    right = tuple(k for k in speed if k.endswith("lr"))
+    if lang != "en":  # the series' names in the page's language (English keeps the metric keys)
+        def named(d):
+            return {_series_name(k, lang): v for k, v in d.items()}
+        loss, speed, right = named(loss), named(speed), tuple(_series_name(k, lang) for k in right)
+    step = t("runs.col_step", lang) if lang != "en" else "step"
+    return (line_figure(loss, t("runs.curve", lang), step, t("runs.col_loss", lang) if lang != "en" else "loss",
+                        log_y=log_y),
+            line_figure(speed, t("runs.rewards" if dpo else "runs.speed", lang), step, "" if dpo else "tokens/s",
+                        right=right, y_format=".3~g" if dpo else ".3~s",
+                        right_title=t("runs.s_lr", lang) if lang != "en" else "lr"))
+
+
+def _series_name(key: str, lang: str) -> str:
+    """``[prefix]metric`` with the metric said in ``lang`` (loss, eval_loss, lr; tokens/s stays)."""
+    for metric, k in (("eval_loss", "runs.col_eval_loss"), ("loss", "runs.col_loss"), ("lr", "runs.s_lr")):
+        if key.endswith(metric) and (key == metric or not key[: -len(metric)].endswith("_")):
+            return key[: -len(metric)] + t(k, lang)
+    return key
 
 
 # DPO's and KTO's (KTO logs no accuracy; its kl is the reference point of its loss)
@@ -133,7 +148,7 @@ def status_markdown(run_id: str, st: dict, p: dict, lang: str) -> str:
     if p.get("eval_loss") is not None:
         parts.append(t("runs.last_eval", lang, loss=num(p['eval_loss'])))
     if st.get("reason") and state != "succeeded":
-        parts.append(t("runs.reason", lang, reason=st["reason"]))
+        parts.append(t("runs.reason", lang, reason=reason_text(st["reason"], lang)))
     if st.get("exit_code") is not None:
         parts.append(t("runs.exit_code", lang, code=st["exit_code"]))
     line = verify_markdown(run_id, lang)
@@ -155,10 +170,10 @@ def verify_markdown(run_id: str, lang: str) -> str:
         text = t(f"runs.verify.{state}", lang, got=num(s["reloaded_eval_loss"]), want=num(s["training_eval_loss"]),
                  step=s.get("step"), target=s.get("target"))
         if state == "failed" and s.get("reason") and "tokenize" in s["reason"]:
-            text += f" — {escape(s['reason'])}"
+            text += f" — {escape(reason_text(s['reason'], lang))}"
     else:
         key = {"failed": "failed_reason"}.get(state, state if state in ("running", "error", "no_reference") else "error")
-        text = t(f"runs.verify.{key}", lang, reason=escape(s.get("reason") or ""))
+        text = t(f"runs.verify.{key}", lang, reason=escape(reason_text(s.get("reason"), lang)))
     colour = {"verified": "#2e7d32", "running": "#666"}.get(state, "#c62828")
     return f"<span id='run-verify' data-state='{state}' style='color:{colour}'>{text}</span>"
 

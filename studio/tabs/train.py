@@ -20,8 +20,9 @@ import gradio as gr
 from core import catalog, workspace
 from core.train import cluster, config, nodes, runs
 from core.train.config import RunConfig
-from studio.charts import duration, size
-from studio.locales import FIELD_HELP_ZH, field_label, t
+from studio.charts import size
+from studio.units import duration
+from studio.locales import FIELD_HELP_ZH, description, field_label, reason_text, t
 
 # fields shown open; every other field goes in the section's folded "advanced" group
 MAIN_FIELDS = {
@@ -37,6 +38,15 @@ SECTION_CLASSES = {
     "model": config.ModelSection, "data": config.DataSection, "method": config.MethodSection,
     "training": config.TrainingSection, "parallel": config.ParallelSection,
 }
+
+
+def preset_description(p: dict, lang: str) -> str:
+    """A run preset's description in ``lang`` (config.list_presets gives the English one; the file
+    holds ``description_zh`` beside it)."""
+    try:
+        return description(json.loads(Path(p["path"]).read_text(encoding="utf-8")), lang)
+    except (OSError, ValueError, KeyError):
+        return p.get("description", "")
 
 
 def configs_dir() -> Path:
@@ -154,7 +164,7 @@ def estimate_markdown(cfg: RunConfig, lang: str) -> str:
     e = estimate.estimate(cfg, measure=False)  # no tokenizer loaded in the studio for a live check
     if not e:
         return ""
-    when = duration(e["seconds"]) if e["seconds"] is not None else "?"
+    when = duration(e["seconds"], lang) if e["seconds"] is not None else "?"
     mib = lambda v: size(v * (1 << 20))  # noqa: E731 - 464 MiB, 20.2 GiB
     text = t("train.estimate", lang, per=mib(e["per_process_mib"]), total=mib(e["total_mib"]), free=mib(e["free_mib"]),
              time=when, steps=f"{e['steps']:,}" if e["steps"] else "?", disk=mib(e["disk_mib"]),
@@ -281,7 +291,7 @@ def build_train_tab(ctx):
             cfg = config.load_preset(name)
         except (OSError, ValueError, KeyError) as e:
             return [gr.update()] * (len(widgets) + 1) + [t("error.prefix", lg) + str(e)]
-        desc = next((p["description"] + f"  \n`{p['command']}`" for p in config.list_presets() if p["name"] == name), "")
+        desc = next((preset_description(p, lg) + f"  \n`{p['command']}`" for p in config.list_presets() if p["name"] == name), "")
         return [name, *config_to_values(spec, cfg), desc]
 
     def save(text, lg):
@@ -374,7 +384,7 @@ def build_train_tab(ctx):
             time.sleep(1.0)
         if st["state"] != "succeeded":
             yield t("train.dry_failed", lg, run=run_id, state=t(f"state.{st['state']}", lg),
-                    reason=st.get("reason") or ""), gr.skip()
+                    reason=reason_text(st.get("reason"), lg)), gr.skip()
             return
         yield t("train.dry_done", lg, run=run_id), check_markdown(cfg, lg)
 
@@ -455,6 +465,9 @@ def build_train_tab(ctx):
 
     ctx.on_load.append((on_load, [preset, lang], [run_name, *widgets, preset_desc, saved]))
     ctx.relocalize.append((refresh_form, [form, lang], [check_md, command]))
+    ctx.relocalize.append((lambda name, lg: next((preset_description(p, lg) + f"  \n`{p['command']}`"
+                                                  for p in config.list_presets() if p["name"] == name), ""),
+                           [preset, lang], [preset_desc]))
     for w, (section, fname) in zip(widgets, spec):
         meta = next(f for f in fields(SECTION_CLASSES[section]) if f.name == fname)
         ctx.tr_fn(w, "info", lambda lg, n=fname, h=meta.metadata.get("help", ""): _help(n, h, lg))
