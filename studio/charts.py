@@ -139,8 +139,12 @@ def bar_figure(groups: list[str], series: dict[str, list[float | None]], title: 
     return _layout(fig, title, "", y_title, False, height)
 
 
-def histogram_figure(hist: dict, title: str, limit: int | None, limit_label: str, height: int = 260):
-    """Counts per bin ({"counts", "edges"}) with a dashed line at ``limit`` (a length cap)."""
+def histogram_figure(hist: dict, title: str, limit: int | None, limit_label: str, height: int = 260,
+                     x_title: str = "tokens", y_title: str = "records",
+                     hover: str = "%{customdata} tokens: %{y}"):
+    """Counts per bin ({"counts", "edges"}) with a dashed line at ``limit`` (a length cap). The axis
+    titles and the hover text (``%{customdata}``: the bin's range, ``%{y}``: its count) are the
+    caller's, in the page's language."""
     import plotly.graph_objects as go
 
     counts, edges = hist["counts"], hist["edges"]
@@ -148,7 +152,7 @@ def histogram_figure(hist: dict, title: str, limit: int | None, limit_label: str
     widths = [b - a for a, b in zip(edges[:-1], edges[1:])]
     fig = go.Figure(go.Bar(x=mids, y=counts, width=widths, marker_color=PALETTE[0], name=title,
                            customdata=[f"{a:.0f}–{b:.0f}" for a, b in zip(edges[:-1], edges[1:])],
-                           hovertemplate="%{customdata} tokens: %{y}<extra></extra>"))
+                           hovertemplate=hover + "<extra></extra>"))
     if limit is not None:
         fig.add_vline(x=limit, line_dash="dash", line_color=PALETTE[1],
                       annotation_text=f"{limit_label}={limit}", annotation_position="top left")
@@ -157,7 +161,7 @@ def histogram_figure(hist: dict, title: str, limit: int | None, limit_label: str
             fig.add_annotation(x=edges[-1], y=max(counts or [1]), text=f"{limit_label}={limit} →", showarrow=False,
                                xanchor="right", font={"color": PALETTE[1]})
     fig.update_layout(showlegend=False, bargap=0.05)
-    return _layout(fig, title, "tokens", "records", False, height)
+    return _layout(fig, title, x_title, y_title, False, height)
 
 
 def html_table(columns: list[str], rows: list[list], elem_id: str = "", empty: str = "") -> str:

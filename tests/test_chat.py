@@ -338,3 +338,23 @@ def test_chat_cli(demo_home, engine):
     assert r.returncode == 0, r.stderr[-2000:]
     want = [engine.chat(user(p), temperature=0, max_new_tokens=16).text for p in (PROMPTS[0], PROMPTS[2])]
     assert r.stdout == "".join(w + "\n" for w in want)
+
+
+def test_max_tokens_refusal_reads_as_a_note_in_both_languages():
+    """The worker's refusal of max_tokens past the room a prompt leaves (as the server words it) is
+    turned into the Chat tab's note, with the numbers, in en and zh (never shown in the answer)."""
+    from core.chat.engine import ChatEngine
+    from core.chat.server import ServeError
+    from studio.tabs.chat import refusal_text
+
+    eng = ChatEngine.__new__(ChatEngine)
+    eng.max_position = 512
+    with pytest.raises(ChatError) as e:
+        eng._max_new(20, GenParams.of(max_new_tokens=505))
+    # the server names the field as the client sent it (max_tokens)
+    err = ServeError(e.value.message.replace("max_new_tokens", "max_tokens", 1), 400, "max_tokens", e.value.code)
+    en, zh = refusal_text(err, "demo-base", "en"), refusal_text(err, "demo-base", "zh")
+    assert "Not sent" in en and "505" in en and "at most 492" in en and "512" in en, en
+    assert "未发送" in zh and "492" in zh and "505" in zh, zh
+    other = refusal_text(ServeError("top_p: must be > 0", 400, "top_p", "invalid_value"), "m", "zh")
+    assert other.startswith("未发送") and "top_p: must be > 0" in other

@@ -477,3 +477,51 @@ def test_an_import_that_loses_the_race_for_its_name_says_so(tmp_path, workspace_
         datasets.import_dataset(f, "same", dev_ratio=0)
     assert e.value.code == "dataset_exists" and "a dataset named 'same' already exists" in str(e.value)
     assert sorted(p.name for p in (workspace_home / "datasets").iterdir()) == ["same"]  # no temp folder left
+
+
+def test_array_item_fields_split_into_record_and_key(tmp_path):
+    """A JSON-array item's problems name the item as "[i]" or "[i].key": split_item_field reads them
+    back (the Dataset tab shows "record i+1" / "key of record i+1" instead of a raw list index)."""
+    f = tmp_path / "arr.json"
+    f.write_text(json.dumps([{"src": "a", "tgt": "b"}, 5, {"src": "q"}]), encoding="utf-8")
+    fields = [p.field for p in datasets.validate(f).problems]
+    assert fields == ["[1]", "[2].tgt"], fields
+    assert [datasets.split_item_field(x) for x in fields] == [(1, ""), (2, "tgt")]
+    assert datasets.split_item_field("conversations[3].from") == (None, "conversations[3].from")
+    assert datasets.split_item_field("[0].conversations[3].from") == (0, "conversations[3].from")
+    assert datasets.split_item_field("") == (None, "")
+
+
+def test_problem_texts_in_chinese_hold_no_parser_or_type_english(tmp_path):
+    """The Dataset tab's problems table in zh: Python's JSON messages, the engine's type words and
+    a JSON-array item's field are Chinese too (they showed in English inside the Chinese text)."""
+    from studio.tabs.dataset import field_text, problems_frame, record_problem
+
+    f = tmp_path / "mixed.json"
+    f.write_text('{not json}\n{"src": 1, "tgt": "b"}\n', encoding="utf-8")
+    rep = datasets.validate(f).to_dict()
+    zh = [record_problem(p["code"], p["params"], "zh") for p in rep["problems"]]
+    assert zh == ["JSON 无效：此处应为双引号括起的键名（第 2 列）", "类型应为 字符串或字符串列表，实际为 整数"], zh
+    en = [record_problem(p["code"], p["params"], "en") for p in rep["problems"]]
+    assert en == ["invalid JSON: Expecting property name enclosed in double quotes (column 2)",
+                  "expected string or list of strings, got int"], en
+    assert (field_text("[61]", "en"), field_text("[61]", "zh")) == ("record 62", "第 62 条记录")
+    assert (field_text("[0].tgt", "en"), field_text("[0].tgt", "zh")) == ("tgt of record 1", "第 1 条记录的 tgt")
+    assert field_text("conversations[3].from", "zh") == "conversations[3].from"
+    empty = tmp_path / "empty.json"
+    empty.write_text("[]", encoding="utf-8")
+    assert "<td>" not in problems_frame(datasets.validate(empty).to_dict(), "en")  # no row: the summary says it
+
+
+def test_token_histograms_axes_follow_the_language():
+    """The token-length histograms' axis titles and hover text are the page's language (they were
+    "tokens" / "records" in Chinese too)."""
+    from studio.tabs.dataset import token_figures
+
+    hist = {"counts": [1, 2], "edges": [0.0, 5.0, 10.0], "mean": 5.0, "p95": 9.0, "max": 10}
+    stats = {"src": hist, "total": hist, "src_length": 8, "max_length": 16}
+    for lang, x, y, hover in (("en", "tokens", "records", "tokens: %{y} records"),
+                              ("zh", "token 数", "记录数", "个 token：%{y} 条记录")):
+        for fig in token_figures(stats, lang):
+            assert (fig.layout.xaxis.title.text, fig.layout.yaxis.title.text) == (x, y)
+            assert hover in fig.data[0].hovertemplate

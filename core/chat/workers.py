@@ -91,3 +91,15 @@ def loaded() -> list[dict]:
     """Keys and names of the running workers."""
     return [{"key": j["params"].get("key"), "name": j["params"].get("name"), "job_id": j["job_id"]}
             for j in jobs.list_jobs("serve") if j["status"].get("state") in jobs.ACTIVE]
+
+
+def context_at(url: str, timeout: float = 5) -> int | None:
+    """The context length a serve worker at ``url`` reports (its /v1/models card); None if it says none."""
+    import requests
+
+    try:
+        r = requests.get(url.rstrip("/") + "/v1/models", timeout=timeout)
+        info = r.json()["data"][0].get("info") or {}
+        return int(info["max_position"]) if info.get("max_position") else None
+    except (requests.RequestException, ValueError, KeyError, IndexError, TypeError):
+        return None

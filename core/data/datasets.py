@@ -900,6 +900,18 @@ def _where(key) -> tuple[int | None, str]:
     return key, ""
 
 
+_ITEM_FIELD = re.compile(r"\[(\d+)\](?:\.(.*))?\Z", re.S)
+
+
+def split_item_field(fld: str) -> tuple[int | None, str]:
+    """A problem's field as (JSON-array item index, the field inside the item): "[61]" -> (61, ""),
+    "[1].tgt" -> (1, "tgt"), "tgt" -> (None, "tgt") (a JSON-lines record has no item index)."""
+    m = _ITEM_FIELD.match(fld or "")
+    if m is None:
+        return None, fld or ""
+    return int(m.group(1)), m.group(2) or ""
+
+
 def _join_field(prefix: str, name: str) -> str:
     if not prefix:
         return name

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import queue
+import re
 import shlex
 import sys
 import threading
@@ -24,7 +25,7 @@ import gradio as gr
 
 from core import catalog, workspace
 from core.chat import server as serve
-from core.chat.workers import load, unload, worker_for
+from core.chat.workers import context_at, load, loaded, unload, worker_for
 from core.data import preferences
 from studio.locales import TEXT, t
 
@@ -42,10 +43,16 @@ FAILURES = {"worker_unreachable": "chat.worker_unreachable", "connection_lost": 
 # ---------------------------------------------------------------- models and workers
 
 
-def model_choices() -> list[tuple[str, str]]:
-    """(label, key) for every model a worker can serve; key is "model:DIR" or "adapter:DIR"."""
-    return [(m["label"], f"adapter:{m['path']}" if m["kind"] == "adapter" else f"model:{m['path']}")
-            for m in catalog.models()]
+def model_choices(lang: str = "en") -> list[tuple[str, str]]:
+    """(label, key) for every model a worker can serve; key is "model:DIR" or "adapter:DIR". The
+    label's kind ("base", "merged", …) in ``lang`` (an adapter's kind, "lora", … is its name)."""
+    out = []
+    for m in catalog.models():
+        label = m["label"]
+        if lang != "en" and not m.get("adapter") and f"models.kind_{m['kind']}" in TEXT:
+            label = f"{label.rsplit(' (', 1)[0]} ({t('models.kind_' + m['kind'], lang)})"
+        out.append((label, f"adapter:{m['path']}" if m["kind"] == "adapter" else f"model:{m['path']}"))
+    return out
 
 
 # ---------------------------------------------------------------- requests
@@ -118,6 +125,41 @@ def failure_text(e: Exception, lang: str) -> str:
     return t(FAILURES[code], lang)
 
 
+def refused(e: Exception) -> bool:
+    """Whether a stream's failure is the worker refusing the request (4xx: nothing was generated)."""
+    return isinstance(e, serve.ServeError) and e.status is not None and 400 <= e.status < 500
+
+
+_ROOM = re.compile(r"the prompt is (\d+) tokens and the model's context is (\d+), so at most (-?\d+) new tokens fit, "
+                   r"got (\S+)")
+
+
+def refusal_text(e: serve.ServeError, model: str, lang: str) -> str:
+    """A request the worker refused, as the page's note says it (in ``lang`` where the refusal is known)."""
+    m = _ROOM.search(e.message or "") if e.code == "context_length_exceeded" else None
+    if m:  # max_tokens (max_new_tokens) past the room the prompt leaves
+        return t("chat.max_tokens_room", lang, prompt=m[1], ctx=m[2], room=max(0, int(m[3])), got=m[4], model=model)
+    if e.code == "context_length_exceeded" and e.param in ("messages", "history"):
+        return t("chat.prompt_too_long", lang, model=model)
+    return t("chat.refused", lang, model=model, detail=e.message)
+
+
+def over_context(workers: list, max_tokens, lang: str) -> str | None:
+    """The note refusing ``max_tokens`` before anything is sent, when it is over what a loaded model's
+    context holds (its prompt needs one token at least); None when it may fit (the worker then checks
+    it against the prompt, and a refusal goes to the note as well)."""
+    for w in workers:
+        ctx = context_at(w.url) if w is not None else None
+        if ctx and int(max_tokens or 0) >= ctx:
+            return t("chat.max_tokens_over", lang, got=int(max_tokens), model=w.name or "", ctx=ctx, most=ctx - 1)
+    return None
+
+
+def shown(on: bool, n: int = 4) -> list[dict]:
+    """Show or hide ``n`` components that stay in the page (the compare-mode parts)."""
+    return [gr.update(visible=True if on else "hidden")] * n
+
+
 def _read(stream, side: int, q: queue.Queue) -> None:
     try:
         for delta in stream:
@@ -169,7 +211,11 @@ def stream_both(session: str, histories: list[list[dict]], workers: list, system
                     continue
             else:
                 live -= 1
-                if what == "error":
+                if what == "error" and refused(val) and not histories[side][-1]["content"]:
+                    # refused before a word was generated: no answer bubble, the note says why
+                    histories[side].pop()
+                    notes.append(refusal_text(val, workers[side].name or "", lang))
+                elif what == "error":
                     histories[side][-1]["content"] += f"\n\n[{t('error.prefix', lang)}{failure_text(val, lang)}]"
                 elif val == "cancelled":
                     notes.append(t("chat.stopped", lang))
@@ -221,7 +267,7 @@ def build_chat_tab(ctx):
     tr = ctx.tr
     with tr(gr.Tab(ctx.text("chat.tab"), id="chat", elem_id="tab-chat"), "chat.tab") as tab:
         with gr.Row():
-            choices = model_choices()
+            choices = model_choices(ctx.initial_lang)
             model_a = tr(gr.Dropdown(choices, value=None, label=ctx.text("chat.model"), elem_id="chat-model"), "chat.model")
             model_b = tr(gr.Dropdown([("—", ""), *choices], value="", label=ctx.text("chat.compare"),
                                      elem_id="chat-compare"), "chat.compare")
@@ -238,7 +284,8 @@ def build_chat_tab(ctx):
             with gr.Row():
                 rep = tr(gr.Slider(1, 2, value=1, step=0.05, label=ctx.text("chat.repetition_penalty")),
                          "chat.repetition_penalty")
-                max_tokens = tr(gr.Number(64, precision=0, minimum=1, maximum=512, label=ctx.text("chat.max_tokens"),
+                # no fixed maximum: what fits is the loaded model's context (checked before sending)
+                max_tokens = tr(gr.Number(64, precision=0, minimum=1, label=ctx.text("chat.max_tokens"),
                                           elem_id="chat-max-tokens"), "chat.max_tokens")
                 seed = tr(gr.Number(-1, precision=0, label=ctx.text("chat.seed")), "chat.seed")
             ignore_eos = tr(gr.Checkbox(False, label=ctx.text("chat.ignore_eos"), elem_id="chat-ignore-eos"),
@@ -254,17 +301,24 @@ def build_chat_tab(ctx):
             regen = tr(gr.Button(ctx.text("chat.regenerate"), elem_id="chat-regen"), "chat.regenerate", "value")
             clear = tr(gr.Button(ctx.text("chat.clear"), elem_id="chat-clear"), "chat.clear", "value")
         note = gr.Markdown(elem_id="chat-note")
-        with gr.Row():  # compare mode: keep the better answer as a preference pair, then train DPO on them
-            pref_name = tr(gr.Textbox("chat-prefs", label=ctx.text("chat.pref_dataset"), scale=2, elem_id="chat-pref-name"),
-                           "chat.pref_dataset")
-            a_better = tr(gr.Button(ctx.text("chat.a_better"), scale=1, elem_id="chat-a-better"), "chat.a_better", "value")
-            b_better = tr(gr.Button(ctx.text("chat.b_better"), scale=1, elem_id="chat-b-better"), "chat.b_better", "value")
-            train_dpo = tr(gr.Button(ctx.text("chat.train_dpo"), scale=1, elem_id="chat-train-dpo"), "chat.train_dpo",
-                           "value")
+        # compare mode only (a second model picked): keep the better answer as a preference pair, then
+        # train DPO on them. Hidden as "hidden", not False, so they stay in the page: Gradio 6.17 mounts a
+        # visible=False component lazily and could then apply a stale visible=False after a later
+        # visible=True (the buttons never showed); a Row takes no "hidden", so each part is hidden.
+        with gr.Row(elem_id="chat-compare-row"):
+            pref_name = tr(gr.Textbox("chat-prefs", label=ctx.text("chat.pref_dataset"), scale=2,
+                                      elem_id="chat-pref-name", visible="hidden"), "chat.pref_dataset")
+            a_better = tr(gr.Button(ctx.text("chat.a_better"), scale=1, elem_id="chat-a-better", visible="hidden"),
+                          "chat.a_better", "value")
+            b_better = tr(gr.Button(ctx.text("chat.b_better"), scale=1, elem_id="chat-b-better", visible="hidden"),
+                          "chat.b_better", "value")
+            train_dpo = tr(gr.Button(ctx.text("chat.train_dpo"), scale=1, elem_id="chat-train-dpo", visible="hidden"),
+                           "chat.train_dpo", "value")
+        compare_parts = [pref_name, a_better, b_better, train_dpo]
         pref_note = gr.Markdown(elem_id="chat-pref-note")
         to_train = gr.Textbox(visible=False)  # set when the Train form was filled in: the page then shows Train
         with tr(gr.Accordion(ctx.text("chat.api"), open=False), "chat.api"):
-            api = gr.Code(language="shell", interactive=False, elem_id="chat-api")
+            api = gr.Code(language="shell", interactive=False, show_label=False, elem_id="chat-api")
     lang = ctx.lang
     settings = [system, temperature, top_p, top_k, rep, max_tokens, seed, ignore_eos]
 
@@ -276,7 +330,22 @@ def build_chat_tab(ctx):
             w = worker_for(key)
             label = key.partition(":")[2]
             lines.append(t("chat.loaded", lg, model=label, url=w.url, pid=w.pid) if w else t("chat.not_loaded", lg, model=label))
+        # workers serving other models (loaded before a reload, or from another page) are named too
+        others = [w["key"].partition(":")[2] for w in loaded() if w.get("key") and w["key"] not in (a, b)]
+        if others:
+            names = ", ".join(f"`{o}`" for o in others)
+            lines.append(t("chat.running_also" if lines else "chat.running", lg, names=names))
         return "  \n".join(lines) or t("chat.pick_first", lg)
+
+    def on_load(a, b, lg):
+        """A reload shows the running workers at once: the first one is picked when none is."""
+        c = model_choices(lg)
+        keys = {k for _, k in c}
+        if not a:
+            a = next((w["key"] for w in loaded() if w.get("key") in keys), None)
+        b = b if b and b != a else ""
+        return (gr.update(choices=c, value=a), gr.update(choices=[("—", ""), *c], value=b), describe(a, b, lg),
+                *shown(bool(b)))
 
     def do_load(a, b, lg):
         if not a:
@@ -306,13 +375,26 @@ def build_chat_tab(ctx):
             end(request.session_hash, turn)
             yield ha, hb, t("chat.load_first", lg), gr.skip(), gr.skip()
             return
+        over = over_context([wa, wb], mt, lg)
+        if over:  # refused here, before sending: nothing enters the conversation
+            end(request.session_hash, turn)
+            yield ha, hb, over, gr.skip(), gr.skip()
+            return
         params = gen_params(temp, tp, tk, rp, mt, sd, ie)
         ha.append({"role": "user", "content": text})
         if wb is not None:
             hb.append({"role": "user", "content": text})
         snippet = api_snippet(wa, request_messages(ha, sys_), params)
+        n = ""
         for xa, xb, n in stream_both(request.session_hash, [ha, hb], [wa, wb], sys_, params, lg, turn):
             yield xa, xb, n, "", snippet
+        # a side whose worker refused the request has no answer: the message leaves both sides and
+        # goes back into the box, and the note says why
+        if any(h and h[-1]["role"] == "user" for h in (ha, hb)):
+            for h in (ha, hb):
+                if h and h[-1]["role"] == "user":
+                    h.pop()
+            yield ha, hb, n, text, snippet
 
     def regen_fn(ha, hb, a, b, sys_, temp, tp, tk, rp, mt, sd, ie, lg, request: gr.Request):
         ha, hb = plain(ha), plain(hb)
@@ -342,6 +424,8 @@ def build_chat_tab(ctx):
     unload_btn.click(do_unload, inputs=[model_a, model_b, lang], outputs=status)
     for dd in (model_a, model_b):
         dd.change(describe, inputs=[model_a, model_b, lang], outputs=status, show_progress="hidden")
+    model_b.change(lambda b: shown(bool(b)), inputs=model_b, outputs=compare_parts, show_progress="hidden")
+    ctx.on_load.append((on_load, [model_a, model_b, lang], [model_a, model_b, status, *compare_parts]))
 
     def prefer(better, ha, hb, sys_, name, lg):
         try:
@@ -373,10 +457,11 @@ def build_chat_tab(ctx):
     ctx.go_to(train_dpo.click(fill_train, inputs=[pref_name, model_a, lang],
                               outputs=[pref_note, to_train, run_name, *widgets, *preset_box]), "train", to_train)
 
-    def lists():
-        c = model_choices()
+    def lists(lg):
+        c = model_choices(lg)
         return gr.update(choices=c), gr.update(choices=[("—", ""), *c])
 
-    ctx.picker(tab, lists, [], [model_a, model_b])
-    ctx.relocalize.append((describe, [model_a, model_b, lang], [status]))
+    ctx.picker(tab, lists, [lang], [model_a, model_b])
+    ctx.relocalize.append((lambda a, b, lg: (describe(a, b, lg), *shown(bool(b)), *lists(lg)),
+                           [model_a, model_b, lang], [status, *compare_parts, model_a, model_b]))
     return model_a

@@ -17,7 +17,7 @@ from core import workspace
 from core.data import datasets
 from core.data import mix as mixing
 from studio.charts import histogram_figure, html_table
-from studio.locales import problem, t
+from studio.locales import TEXT, problem, t
 
 FORMAT_CHOICES = ["auto", *datasets.FORMATS]
 MAX_PREVIEW = 50
@@ -97,23 +97,68 @@ def _error_text(e: Exception, lang: str) -> str:
     return t("error.prefix", lang) + t("error.unexpected", lang, detail=f"{type(e).__name__}: {e}")
 
 
+def field_text(fld: str, lang: str) -> str:
+    """A problem's field as a person reads it: a JSON-array item's "[61]" is "record 62" (counted
+    from 1, as lines are), "[61].tgt" is "tgt of record 62"; other fields are their key path."""
+    index, inner = datasets.split_item_field(fld)
+    if index is None:
+        return inner
+    if not inner:
+        return t("dataset.field_record", lang, n=index + 1)
+    return t("dataset.field_in_record", lang, field=inner, n=index + 1)
+
+
+def no_records(rep: dict | None) -> tuple[str, dict] | None:
+    """(code, params) when the checked file holds no record at all (empty, blank lines, ``[]``)."""
+    if not rep or rep.get("records"):
+        return None
+    codes = [(p["code"], p["params"]) for p in rep.get("problems", [])]
+    if codes and all(c in datasets.EMPTY_CODES for c, _ in codes):
+        return codes[0]
+    return None
+
+
+def record_problem(code: str, params: dict, lang: str) -> str:
+    """A record's problem in ``lang``, with the engine's words for a type (``expected``, ``got``) and
+    Python's JSON parser message (``detail``) in it too."""
+    params = dict(params or {})
+    for k, group in (("expected", "expected"), ("got", "got"), ("detail", "json")):
+        v = params.get(k)
+        if isinstance(v, str) and f"dataset.{group}.{v}" in TEXT:
+            params[k] = t(f"dataset.{group}.{v}", lang)
+    return problem(code, params, lang)
+
+
 def problems_frame(rep: dict | None, lang: str) -> str:
     cols = [t(f"dataset.col_{c}", lang) for c in ("file", "line", "field", "severity", "reason")]
     rows = []
-    for p in (rep or {}).get("problems", []):
+    # a file without one record has only its "no records" problem: the summary says it, no table
+    for p in [] if no_records(rep) else (rep or {}).get("problems", []):
         rows.append(
             [
                 Path(p["file"]).name,
                 "" if p["line"] is None else p["line"],
-                p["field"],
+                field_text(p["field"], lang),
                 t(f"dataset.severity_{p['severity']}", lang),
-                problem(p["code"], p["params"], lang),
+                record_problem(p["code"], p["params"], lang),
             ]
         )
     return html_table(cols, rows)
 
 
+def problems_update(rep: dict | None, lang: str):
+    """The problems table, shown only when there are problems to list (never an empty table)."""
+    html = problems_frame(rep, lang)
+    # "hidden", not False: the box stays in the page (Gradio 6.17 mounts a visible=False component
+    # lazily and could then apply a stale visible=False after a later visible=True)
+    return gr.update(value=html, visible=True if "<td>" in html else "hidden")
+
+
 def summary_markdown(rep: dict, lang: str) -> str:
+    empty = no_records(rep)
+    if empty:
+        code, params = empty
+        return t("dataset.no_records", lang, why=t(f"dataset.no_records_{code}", lang, **params))
     lines = [
         t("dataset.detected", lang, fmt=rep["format"]),
         t(
@@ -184,8 +229,10 @@ def token_figures(stats: dict | None, lang: str) -> tuple:
     """Histograms of src and src+tgt token counts with the length limits marked (None, None: no stats)."""
     if not stats:
         return None, None
-    return (histogram_figure(stats["src"], t("dataset.hist_src", lang), stats["src_length"], "src_length"),
-            histogram_figure(stats["total"], t("dataset.hist_total", lang), stats["max_length"], "max_length"))
+    axes = dict(x_title=t("dataset.hist_x", lang), y_title=t("dataset.hist_y", lang),
+                hover=t("dataset.hist_hover", lang, range="%{customdata}", count="%{y}"))
+    return (histogram_figure(stats["src"], t("dataset.hist_src", lang), stats["src_length"], "src_length", **axes),
+            histogram_figure(stats["total"], t("dataset.hist_total", lang), stats["max_length"], "max_length", **axes))
 
 
 # ---------------------------------------------------------------- handlers
@@ -196,7 +243,7 @@ def run_validation(source: str | None, fmt: str, name: str, lang: str, suggest: 
 
     ``suggest``: a new file was chosen, so propose a dataset name from its file name.
     """
-    empty = problems_frame(None, lang)
+    empty = problems_update(None, lang)
     if not source:
         return t("dataset.none_selected", lang), empty, None, [], gr.update(maximum=1, value=0), [], name
     try:
@@ -207,7 +254,7 @@ def run_validation(source: str | None, fmt: str, name: str, lang: str, suggest: 
     slider = gr.update(maximum=max(len(records) - 1, 1), value=0)
     return (
         summary_markdown(rep, lang),
-        problems_frame(rep, lang),
+        problems_update(rep, lang),
         rep,
         records,
         slider,
@@ -219,11 +266,11 @@ def run_validation(source: str | None, fmt: str, name: str, lang: str, suggest: 
 def relocalize_validation(rep: dict | None, records: list, index: int, stats: dict | None, lang: str):
     """Re-render the last results in the new language without recomputing them."""
     if rep is None:
-        return (t("dataset.none_selected", lang), problems_frame(None, lang), [], token_html(stats, lang),
+        return (t("dataset.none_selected", lang), problems_update(None, lang), [], token_html(stats, lang),
                 *token_figures(stats, lang), datasets_frame(lang))
     return (
         summary_markdown(rep, lang),
-        problems_frame(rep, lang),
+        problems_update(rep, lang),
         conversation(records, index, lang),
         token_html(stats, lang),
         *token_figures(stats, lang),
@@ -278,8 +325,9 @@ def browse_table(res: dict | None, lang: str) -> str:
         cells = [r["line"] if len(res.get("files", [1])) <= 1 else f"{r['file']}:{r['line']}"]
         if r["problem"]:
             p = r["problem"]
-            reason = problem(p["code"], p["params"], lang)
-            cells += [t("dataset.row_problem", lang, field=p["field"] or "—", reason=reason)] + [""] * (len(cols) - 2)
+            reason = record_problem(p["code"], p["params"], lang)
+            where = field_text(p["field"], lang) or "—"
+            cells += [t("dataset.row_problem", lang, field=where, reason=reason)] + [""] * (len(cols) - 2)
         else:
             for c in cols[1:]:
                 v = r[c]
@@ -368,7 +416,8 @@ def build_dataset_tab(ctx) -> DatasetTab:
         ctx.heading("dataset.result")
         summary = gr.Markdown(ctx.text("dataset.none_selected"), elem_id="dataset-summary")
         problems_df = tr(
-            gr.HTML(problems_frame(None, lang0), label=ctx.text("dataset.problems"), show_label=True, container=True, elem_id="dataset-problems"),
+            gr.HTML(problems_frame(None, lang0), label=ctx.text("dataset.problems"), show_label=True, container=True,
+                    elem_id="dataset-problems", visible="hidden"),
             "dataset.problems",
         )
         with tr(gr.Accordion(ctx.text("dataset.preview"), open=True), "dataset.preview"):
