@@ -19,8 +19,8 @@ from core import catalog, system, workspace
 from core import demo as demo_ws
 from core.cli import os_error_message
 from studio.bind import LoginGate, check_bind
-from studio.gradio_fixes import (PLOT_PURGE_JS, RAF_GUARD_JS, EarlyScript, calm_queue, forget_finished_events,
-                                 mount_tabs_js, quiet_progress, tab_label_js)
+from studio.gradio_fixes import (GRADIO_WORDS_JS, LOCALE_JS, PLOT_PURGE_JS, RAF_GUARD_JS, EarlyScript, calm_queue,
+                                 forget_finished_events, mount_tabs_js, quiet_progress, tab_label_js)
 from studio.live import Ctx, View, gate_timers
 from studio.locales import LANGS, progress_text, reason_text, t
 
@@ -188,6 +188,7 @@ def build_app(lang: str = "en") -> gr.Blocks:
         for fn, inputs, outputs in ctx.on_load:
             demo.load(fn, inputs=inputs, outputs=outputs, show_progress="hidden")
         demo.load(None, inputs=None, outputs=None, js=mount_tabs_js(ctx))
+        demo.load(None, inputs=lang_radio, outputs=None, js="(lang) => window.__studioLocale && window.__studioLocale(lang)")
         quiet_progress(demo, progress_sink)
     return demo
 
@@ -344,6 +345,6 @@ def main(host: str = "127.0.0.1", port: int = 7860, auth: str | None = None, lan
         ssr_mode=False,
         # with auth, the gate (studio/bind.py) comes first: before login only the login page answers
         app_kwargs={"middleware": [Middleware(LoginGate)] * (pair is not None)
-                    + [Middleware(EarlyScript, script=RAF_GUARD_JS + PLOT_PURGE_JS)]},
+                    + [Middleware(EarlyScript, script=RAF_GUARD_JS + PLOT_PURGE_JS + LOCALE_JS + GRADIO_WORDS_JS)]},
     )
     return 0

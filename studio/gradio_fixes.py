@@ -8,7 +8,9 @@ analytics setting below is read when gradio loads.
 - tab_label_js: tab labels follow the language switch;
 - RAF_GUARD_JS: the loading trackers' elapsed-time loops get a frame a second;
 - PLOT_PURGE_JS: dropped Plotly charts are purged, drawn charts fit their boxes;
-- EarlyScript: the two scripts above run before Gradio's modules load;
+- LOCALE_JS, GRADIO_WORDS_JS: Gradio's own words (footer, upload box, button titles) follow the
+  studio's language, not the browser's;
+- EarlyScript: the scripts above run before Gradio's modules load;
 - calm_queue: the queue polls every 20 / 100 ms, not every 1 / 10 ms;
 - forget_finished_events: Gradio's record of finished events is emptied every minute.
 (The timers gated per tab and the live views' single tick are in studio.live.)
@@ -72,7 +74,8 @@ def tab_label_js(ctx) -> str:
     import json
 
     labels = {lang: {tab.elem_id: t(key, lang) for tab, key in ctx.tab_list} for lang in LANGS}
-    return ("(lang) => { window.__studioTabs = " + json.dumps(labels, ensure_ascii=False) + "[lang] || {};"
+    return ("(lang) => { if (window.__studioLocale) window.__studioLocale(lang);"
+            " window.__studioTabs = " + json.dumps(labels, ensure_ascii=False) + "[lang] || {};"
             " const put = () => { for (const [id, text] of Object.entries(window.__studioTabs)) {"
             " const b = document.getElementById(id + '-button');"
             " if (b && b.textContent.trim() !== text) b.textContent = text; } };"
@@ -208,3 +211,46 @@ def forget_finished_events(app: gr.Blocks, every: float = EVENT_LOG_S) -> None:
                     log.pop(key, None)
 
     threading.Thread(target=loop, name="event-log", daemon=True).start()
+
+
+# Gradio 6.17's own words (the upload box's "Drop File Here", "Click to Upload", "Use via API", ...)
+# come from its svelte-i18n dictionaries in the browser's language (navigator.language), not the
+# studio's: a page switched to 中文 in an English browser kept them English. Its client exports
+# changeLocale (assets/index-*.js, the app module the page already loaded); this finds it among the
+# page's loaded modules and sets Gradio's locale with the studio's language: window.__studioLocale
+# ("zh" | "en"), called on page load and after each language switch. Another Gradio (no such export)
+# leaves its words as they were.
+LOCALE_JS = (
+    "window.__studioLocale = async (lang) => { try { if (!window.__studioChangeLocale) {"
+    " for (const e of performance.getEntriesByType('resource')) {"
+    " if (!/\\/assets\\/index-[\\w-]+\\.js$/.test(e.name)) continue;"
+    " try { const m = await import(e.name); if (typeof m.changeLocale === 'function') {"
+    " window.__studioChangeLocale = m.changeLocale; break; } } catch (err) {} } }"
+    " if (window.__studioChangeLocale) window.__studioChangeLocale(lang === 'zh' ? 'zh-CN' : 'en'); } catch (err) {} };"
+)
+
+
+# Gradio 6.17's upload box draws its words ("Drop File Here", "- or -", "Click to Upload") once, when
+# it mounts, and its buttons keep their English titles: changeLocale (LOCALE_JS) reached the footer
+# but not them (seen in chromium: the box stayed English after the switch). Those few words are
+# swapped in the page while the studio's language is 中文 (Gradio's own zh-CN wording), and back.
+GRADIO_WORDS_JS = (
+    "(() => { const ZH = {'Drop File Here': '将文件拖放到此处', '- or -': '- 或 -', 'Click to Upload': '点击上传',"
+    " 'Clear': '清除', 'Copy message': '复制消息', 'Copy conversation': '复制对话', 'Reset to default value': '恢复默认值',"
+    " 'Download': '下载', 'Copy': '复制', 'Click to upload or drop files': '点击上传或拖放文件'};"
+    " const EN = Object.fromEntries(Object.entries(ZH).map(([k, v]) => [v, k]));"
+    " const zh = () => document.querySelector('#lang-switch input[value=zh]')?.checked === true;"
+    " let queued = false;"
+    " const fix = () => { queued = false; const map = zh() ? ZH : EN;"
+    " for (const or of document.querySelectorAll('.wrap > span.or')) {"
+    " const walk = document.createTreeWalker(or.parentElement, NodeFilter.SHOW_TEXT);"
+    " for (let n = walk.nextNode(); n; n = walk.nextNode()) { const s = n.nodeValue.trim();"
+    " if (map[s]) n.nodeValue = n.nodeValue.replace(s, map[s]); } }"
+    " for (const el of document.querySelectorAll('button[title], button[aria-label], [role=button][aria-label]')) {"
+    " for (const a of ['title', 'aria-label']) { const v = el.getAttribute(a); if (v && map[v]) el.setAttribute(a, map[v]); } } };"
+    " const later = () => { if (!queued) { queued = true; setTimeout(fix, 100); } };"
+    " const start = () => { new MutationObserver(later).observe(document.body, {childList: true, subtree: true});"
+    " document.addEventListener('change', (e) => { if (e.target.closest && e.target.closest('#lang-switch')) later(); }, true);"
+    " later(); };"
+    " if (document.body) start(); else document.addEventListener('DOMContentLoaded', start); })();"
+)

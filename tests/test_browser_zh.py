@@ -51,14 +51,12 @@ ALLOWED = {
 }
 # what a page shows that is a name (a product, a command line) more than a word
 PHRASES = [r"Paddle Inference", r"Hugging Face", r"paddle-studio(?: [\w./=-]+)*", r"JSON Lines"]
-# Gradio's own words (its upload box, number/slider aria labels, footer), which follow the browser's
-# language, not the studio's: TEMPORARY, until the studio sets Gradio's locale on a switch (not this
-# test's tabs; studio/gradio_fixes.py or the upload-box fix of the Dataset/Chat tabs)
-GRADIO_BUILTIN_TEMPORARY = {"Drop File Here", "- or -", "Click to Upload", "Click to upload or drop files",
-                            "Use via API", "logo", "Reset to default value"}
-GRADIO_ARIA_TEMPORARY = re.compile(r"^(number input for|range slider for) ")
-# English a later fix in a tab another helper owns is expected to remove (studio/tabs/dataset.py and
-# studio/tabs/chat.py, issue 35 item 7): TEMPORARY, to be emptied when those fixes land
+# Gradio's own words that no locale reaches (its Number/Slider components write the aria-label
+# "number input for <label>" in English whatever the language; "logo" is the footer image's alt):
+# the studio's LOCALE_JS / GRADIO_WORDS_JS (studio/gradio_fixes.py) put the rest in the page's language
+GRADIO_BUILTIN = {"logo"}
+GRADIO_ARIA = re.compile(r"^(number input for|range slider for) ")
+# data, not the studio's words: a dataset's recorded source (the command that made it)
 KNOWN_ELSEWHERE: dict[str, set[str]] = {
     "dataset": {"paddle-studio demo init (seed 1234)"},
 }
@@ -121,7 +119,7 @@ def findings(page, tab: str) -> list[str]:
     out = []
     for where, text in page.evaluate(WALK_JS, SKIP_JS):
         words = english(text)
-        if words and text not in known and text not in GRADIO_BUILTIN_TEMPORARY and not GRADIO_ARIA_TEMPORARY.match(text):
+        if words and text not in known and text not in GRADIO_BUILTIN and not GRADIO_ARIA.match(text):
             out.append(f"[{tab}] {where}: {text[:160]!r} (English: {', '.join(words[:6])})")
     return out
 
