@@ -43,17 +43,22 @@ def size(n_bytes) -> str:
     return f"{v:.3g} TiB"
 
 
-def duration(seconds) -> str:
+_UNITS = {"en": ("s", "min", "h"), "zh": ("秒", "分", "小时")}
+
+
+def duration(seconds, lang: str = "en") -> str:
+    """Seconds as a person reads them in ``lang``: 75 -> "1 min 15 s" / "1 分 15 秒"."""
     if seconds is None:
         return ""
+    sec, mins, hours = _UNITS.get(lang, _UNITS["en"])
     s = float(seconds)
     if s < 60:
-        return f"{s:.3g} s"
+        return f"{s:.3g} {sec}"
     m, s = divmod(int(round(s)), 60)
     if m < 60:
-        return f"{m} min {s:02d} s"
+        return f"{m} {mins} {s:02d} {sec}"
     h, m = divmod(m, 60)
-    return f"{h} h {m:02d} min"
+    return f"{h} {hours} {m:02d} {mins}"
 
 
 def _layout(fig, title: str, x_title: str = "", y_title: str = "", log_y: bool = False, height: int = 320,

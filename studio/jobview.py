@@ -11,9 +11,8 @@ from datetime import datetime
 import gradio as gr
 
 from core import jobs
-from studio.charts import log_html, progress_bar
+from studio.charts import duration, log_html, progress_bar
 from studio.locales import progress_text, reason_text, t
-from studio.units import duration
 
 TICK = 2.0  # as a watched run's (a 1 s tick cost an idle page on this tab ~3 CPU-s a minute of chromium)
 

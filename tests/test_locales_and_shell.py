@@ -67,7 +67,7 @@ def test_every_progress_code_core_reports_is_translated():
 
 
 def test_reasons_progress_and_durations_are_said_in_chinese():
-    from studio.units import duration
+    from studio.charts import duration
 
     zh = lambda r: locales.reason_text(r, "zh")  # noqa: E731
     assert zh("stopped by the user") == "由用户停止"

@@ -14,7 +14,7 @@ import gradio as gr
 
 from core import catalog, jobs
 from core.models import export
-from studio.units import duration
+from studio.charts import duration
 from studio.jobview import JobPanel
 from studio.locales import refusal, t
 

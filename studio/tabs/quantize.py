@@ -14,11 +14,10 @@ import gradio as gr
 
 from core import catalog, jobs
 from core.quant import pipeline, presets
-from studio.charts import bar_figure, html_table, num, size
+from studio.charts import bar_figure, duration, html_table, num, size
 from studio.jobview import JobPanel
 from studio.verdict import verify_warning
 from studio.locales import description, refusal, t
-from studio.units import duration
 
 
 def model_choices() -> list[tuple[str, str]]:

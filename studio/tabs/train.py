@@ -20,8 +20,7 @@ import gradio as gr
 from core import catalog, workspace
 from core.train import cluster, config, nodes, runs
 from core.train.config import RunConfig
-from studio.charts import size
-from studio.units import duration
+from studio.charts import duration, size
 from studio.locales import FIELD_HELP_ZH, description, field_label, reason_text, t
 
 # fields shown open; every other field goes in the section's folded "advanced" group
