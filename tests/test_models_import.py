@@ -230,3 +230,26 @@ def test_models_list_says_what_merged_quantized_and_adapter_models_are(demo_home
         pickle.dump({"x": Boom()}, f)
     assert {r["name"]: r for r in catalog.model_rows()}["r1"]["parameters"] is None
     assert not (tmp_path / "ran").exists()
+
+
+def test_every_model_folder_refusal_reads_in_chinese(tmp_path):
+    """Each ModelFolderError code has zh/en text with the fields core sends (the Models tab shows the
+    refusal in the user's language), and a real refusal comes out in Chinese."""
+    import string
+
+    from studio.locales import TEXT
+    from studio.tabs.models import folder_error
+
+    fields = lambda s: {f.split("!")[0].split(":")[0] for _, f, _, _ in string.Formatter().parse(s) if f}  # noqa: E731
+    for code, english in imports.MESSAGES.items():
+        entry = TEXT[f"models.err.{code}"]
+        assert entry["en"] == english and fields(entry["zh"]) == fields(english), code
+    (tmp_path / "m").mkdir()
+    with pytest.raises(imports.ModelFolderError) as e:
+        imports.inspect(tmp_path / "m")
+    assert e.value.code == "no_config" and folder_error(e.value, "zh").endswith("：没有 config.json（模型文件夹应包含 "
+                                                                                "config.json、分词器文件和权重）")
+    (tmp_path / "m" / "config.json").write_text("{\n  \"model_type\": 1,\n")
+    with pytest.raises(imports.ModelFolderError) as e:
+        imports.inspect(tmp_path / "m")
+    assert e.value.code == "bad_json" and "第 3 行" in folder_error(e.value, "zh")

@@ -36,20 +36,54 @@ _DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I1
 
 
 class ModelFolderError(ValueError):
-    """A model folder that cannot be imported; the message names the file and what was expected."""
+    """A model folder that cannot be imported; the message names the file and what was expected.
+    ``code`` and ``params`` (MESSAGES) let the page say it in the user's language."""
+
+    def __init__(self, message: str, code: str | None = None, **params):
+        super().__init__(message)
+        self.code, self.params = code, params
+
+
+MESSAGES = {
+    "a_file": "{path} is a file, not a folder: give the folder that holds config.json, the tokenizer and the weights",
+    "no_folder": "{path}: no such folder",
+    "bad_json": "{path}: line {line} column {col}: not valid JSON ({msg})",
+    "not_utf8": "{path}: not UTF-8 text",
+    "unreadable_json": "{path}: not readable as JSON: {error}",
+    "not_object": "{path}: expected a JSON object, found {found}",
+    "safetensors_short": "{path}: {size} bytes, too short to be a safetensors file",
+    "not_safetensors": "{path}: not a safetensors file (header length {n} for a {size}-byte file)",
+    "safetensors_header": "{path}: the safetensors header is not valid JSON",
+    "cut_short": "{path}: cut short: the header describes {need:,} bytes, the file has {size:,} (an interrupted "
+                 "download or copy?)",
+    "no_weight_map": "{path}: no \"weight_map\" object naming the shard of each weight",
+    "missing_shards": "{path} names {shards} shard(s); missing: {missing}",
+    "no_weights": "{path}: no weights: expected {expected} (or a sharded *.index.json with its shards)",
+    "no_config": "{path}: no config.json (a model folder has config.json, tokenizer files and weights)",
+    "no_model_type": "{path}: no \"model_type\" (expected e.g. \"llama\", \"qwen2\")",
+    "unknown_model_type": "{path}: model_type {model_type!r} has no family preset (presets/models/); supported: {known}",
+    "no_tokenizer": "{path}: no tokenizer: expected tokenizer_config.json with its vocabulary (one of {expected})",
+    "tokenizer_fails": "{path}: the tokenizer does not load: {error}",
+    "weights_fail": "{path}: the weights do not load as {architecture}: {error}",
+    "vocab_too_big": "{path}: the tokenizer has {tokens} tokens, the embedding only {rows} rows",
+}
+
+
+def _bad(code: str, **params) -> ModelFolderError:
+    return ModelFolderError(MESSAGES[code].format(**params), code, **params)
 
 
 def _read_json(path: Path) -> dict:
     try:
         obj = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
-        raise ModelFolderError(f"{path}: line {e.lineno} column {e.colno}: not valid JSON ({e.msg})") from None
+        raise _bad("bad_json", path=str(path), line=e.lineno, col=e.colno, msg=e.msg) from None
     except UnicodeDecodeError:
-        raise ModelFolderError(f"{path}: not UTF-8 text") from None
+        raise _bad("not_utf8", path=str(path)) from None
     except ValueError as e:  # e.g. an integer longer than Python reads ("Exceeds the limit (4300 digits)")
-        raise ModelFolderError(f"{path}: not readable as JSON: {e}") from None
+        raise _bad("unreadable_json", path=str(path), error=str(e)) from None
     if not isinstance(obj, dict):
-        raise ModelFolderError(f"{path}: expected a JSON object, found {type(obj).__name__}")
+        raise _bad("not_object", path=str(path), found=type(obj).__name__)
     return obj
 
 
@@ -60,19 +94,18 @@ def safetensors_header(path: Path) -> dict:
     with open(path, "rb") as f:
         head = f.read(8)
         if len(head) < 8:
-            raise ModelFolderError(f"{path}: {size} bytes, too short to be a safetensors file")
+            raise _bad("safetensors_short", path=str(path), size=size)
         n = struct.unpack("<Q", head)[0]
         if n > min(size - 8, 100 << 20):
-            raise ModelFolderError(f"{path}: not a safetensors file (header length {n} for a {size}-byte file)")
+            raise _bad("not_safetensors", path=str(path), n=n, size=size)
         try:
             header = json.loads(f.read(n))
         except (ValueError, UnicodeDecodeError):
-            raise ModelFolderError(f"{path}: the safetensors header is not valid JSON") from None
+            raise _bad("safetensors_header", path=str(path)) from None
     header.pop("__metadata__", None)
     end = max((t["data_offsets"][1] for t in header.values()), default=0)
     if 8 + n + end > size:
-        raise ModelFolderError(f"{path}: cut short: the header describes {8 + n + end:,} bytes, the file has {size:,} "
-                               "(an interrupted download or copy?)")
+        raise _bad("cut_short", path=str(path), need=8 + n + end, size=size)
     return {k: {"dtype": t["dtype"], "shape": t["shape"]} for k, t in header.items()}
 
 
@@ -90,17 +123,16 @@ def _weight_files(d: Path) -> tuple[str, list[Path]]:
             idx = _read_json(d / index)
             wm = idx.get("weight_map")
             if not isinstance(wm, dict) or not wm:
-                raise ModelFolderError(f"{d / index}: no \"weight_map\" object naming the shard of each weight")
+                raise _bad("no_weight_map", path=str(d / index))
             shards = sorted(set(wm.values()))
             missing = [s for s in shards if not (d / s).is_file()]
             if missing:
-                raise ModelFolderError(f"{d / index} names {len(shards)} shard(s); missing: {', '.join(missing[:5])}"
-                                       + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))
+                raise _bad("missing_shards", path=str(d / index), shards=len(shards), missing=", ".join(missing[:5])
+                           + (f" (+{len(missing) - 5})" if len(missing) > 5 else ""))
             return kind, [d / s for s in shards]
         if (d / single).is_file():
             return kind, [d / single]
-    raise ModelFolderError(f"{d}: no weights: expected {SAFE_SINGLE}, {PADDLE_SINGLE} or {TORCH_SINGLE} "
-                           "(or a sharded *.index.json with its shards)")
+    raise _bad("no_weights", path=str(d), expected=f"{SAFE_SINGLE}, {PADDLE_SINGLE} / {TORCH_SINGLE}")
 
 
 def inspect(folder: str | Path) -> dict:
@@ -110,29 +142,28 @@ def inspect(folder: str | Path) -> dict:
 
     d = Path(folder).expanduser()
     if not d.is_dir():
-        raise ModelFolderError(_not_a_folder(d))
+        raise _not_a_folder(d)
     d = d.resolve()
     if not (d / "config.json").is_file():
         if os.path.lexists(d / "config.json"):  # a FIFO, a device, a link to nothing: said, never opened
             from core.data import datasets
 
-            raise ModelFolderError(datasets.message(*datasets.path_problem(d / "config.json")))
-        raise ModelFolderError(f"{d}: no config.json (a model folder has config.json, tokenizer files and weights)")
+            code, params = datasets.path_problem(d / "config.json")
+            raise ModelFolderError(datasets.message(code, params), f"problem.{code}", **params)
+        raise _bad("no_config", path=str(d))
     cfg = _read_json(d / "config.json")
     mtype = cfg.get("model_type")
     if not isinstance(mtype, str) or not mtype:
-        raise ModelFolderError(f"{d / 'config.json'}: no \"model_type\" (expected e.g. \"llama\", \"qwen2\")")
+        raise _bad("no_model_type", path=str(d / "config.json"))
     family = family_of_type(mtype)
     if family is None:
         from core.train.config import family_presets
 
         known = sorted(t for f in family_presets().values() for t in f["model_types"])
-        raise ModelFolderError(f"{d / 'config.json'}: model_type {mtype!r} has no family preset "
-                               f"(presets/models/); supported: {', '.join(known)}")
+        raise _bad("unknown_model_type", path=str(d / "config.json"), model_type=mtype, known=", ".join(known))
     tok_files = [f for f in TOKENIZER_FILES if (d / f).is_file()]
     if not tok_files:
-        raise ModelFolderError(f"{d}: no tokenizer: expected tokenizer_config.json with its vocabulary "
-                               f"(one of {', '.join(TOKENIZER_FILES[1:])})")
+        raise _bad("no_tokenizer", path=str(d), expected=", ".join(TOKENIZER_FILES[1:]))
     kind, files = _weight_files(d)
     params, dtypes, names = None, set(), []
     fmt = "torch" if kind == "torch" else "paddle"
@@ -168,18 +199,19 @@ def inspect(folder: str | Path) -> dict:
             "vocab_size": cfg.get("vocab_size") or cfg.get("padded_vocab_size")}
 
 
-def _not_a_folder(d: Path) -> str:
+def _not_a_folder(d: Path) -> ModelFolderError:
     """What ``d`` is, said plainly, when it is not a folder: a file, a symlink loop, a FIFO, a device
     (never opened: a FIFO would block, /dev/zero never ends), or nothing."""
     from core.data import datasets
 
     if d.is_file():
-        return f"{d} is a file, not a folder: give the folder that holds config.json, the tokenizer and the weights"
+        return _bad("a_file", path=str(d))
     code, params = datasets.path_problem(d)
     if code == "not_found":
-        return f"{d}: no such folder"
-    return datasets.message(code, params).replace("give a file or a folder", "give a model folder") \
+        return _bad("no_folder", path=str(d))
+    text = datasets.message(code, params).replace("give a file or a folder", "give a model folder") \
         .replace("not a file or folder", "not a model folder")
+    return ModelFolderError(text, f"problem.{code}", **params)
 
 
 def _base_prefix(family: dict) -> str:
@@ -235,17 +267,17 @@ def _load_check(d: Path, info: dict, log):
 
         tok = load_tokenizer(d)
     except Exception as e:  # noqa: BLE001 - any tokenizer failure is a bad folder
-        raise ModelFolderError(f"{info['path']}: the tokenizer does not load: {type(e).__name__}: {e}") from None
+        raise _bad("tokenizer_fails", path=str(info["path"]), error=f"{type(e).__name__}: {e}") from None
     try:
         from core.models.loading import model_class
 
         model = model_class(d).from_pretrained(str(d), dtype="float32", convert_from_torch=info["format"] == "torch")
     except Exception as e:  # noqa: BLE001
-        raise ModelFolderError(f"{info['path']}: the weights do not load as {info['architecture']}: "
-                               f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+        raise _bad("weights_fail", path=str(info["path"]), architecture=info["architecture"],
+                   error=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
     vocab = model.get_input_embeddings().weight.shape[0]
     if len(tok) > vocab:
-        raise ModelFolderError(f"{info['path']}: the tokenizer has {len(tok)} tokens, the embedding only {vocab} rows")
+        raise _bad("vocab_too_big", path=str(info["path"]), tokens=len(tok), rows=vocab)
     return model, sum(int(np.prod(p.shape)) for p in model.parameters())
 
 

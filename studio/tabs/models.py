@@ -45,6 +45,16 @@ def origin_text(origin: dict | None, lang: str) -> str:
     return t(f"models.origin.{origin['code']}", lang, **params)
 
 
+def folder_error(e: Exception, lang: str) -> str:
+    """Why a folder cannot be imported (core.models.imports.ModelFolderError), in the user's language."""
+    code = getattr(e, "code", None)
+    if code:
+        key = code if code.startswith("problem.") else f"models.err.{code}"
+        if key in TEXT:
+            return t(key, lang, **e.params)
+    return str(e)
+
+
 def models_table(lang: str) -> str:
     rows = [[m["name"], t(f"models.kind_{m['kind']}", lang), m["family"] or "?", _count(m["parameters"]),
              _size(m["size_bytes"]), t("models.yes", lang) if m["chat_template"] else t("models.no", lang),
@@ -97,7 +107,7 @@ def build_models_tab(ctx):
         try:
             return inspect_report(imports.inspect(path.strip()), lg)
         except (OSError, ValueError) as e:
-            return t("error.prefix", lg) + str(e)
+            return t("error.prefix", lg) + folder_error(e, lg)
 
     def suggest(path, typed, last):
         """The folder's name for the name box, unless one was typed (neither empty nor the last suggestion)."""
@@ -122,7 +132,7 @@ def build_models_tab(ctx):
         except jobs.Refused as e:
             return t("error.prefix", lg) + refusal(e, lg), None, nm, last
         except (OSError, ValueError) as e:
-            return t("error.prefix", lg) + str(e), None, nm, last
+            return t("error.prefix", lg) + folder_error(e, lg), None, nm, last
 
     folder.submit(check, inputs=[folder, lang], outputs=report)
     folder.blur(suggest, inputs=[folder, name, suggested], outputs=[name, suggested], show_progress="hidden")

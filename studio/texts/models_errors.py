@@ -1,0 +1,42 @@
+"""Why a model folder cannot be imported (core.models.imports.ModelFolderError codes, MESSAGES), in zh."""
+
+TEXT = {
+    "models.err.a_file": {"en": "{path} is a file, not a folder: give the folder that holds config.json, the tokenizer and the weights",
+                          "zh": "{path} 是文件而不是文件夹：请给出包含 config.json、分词器和权重的文件夹"},
+    "models.err.no_folder": {"en": "{path}: no such folder", "zh": "{path}：文件夹不存在"},
+    "models.err.bad_json": {"en": "{path}: line {line} column {col}: not valid JSON ({msg})",
+                            "zh": "{path}：第 {line} 行第 {col} 列：不是有效的 JSON（{msg}）"},
+    "models.err.not_utf8": {"en": "{path}: not UTF-8 text", "zh": "{path}：不是 UTF-8 文本"},
+    "models.err.unreadable_json": {"en": "{path}: not readable as JSON: {error}", "zh": "{path}：无法按 JSON 读取：{error}"},
+    "models.err.not_object": {"en": "{path}: expected a JSON object, found {found}", "zh": "{path}：应为 JSON 对象，实际为 {found}"},
+    "models.err.safetensors_short": {"en": "{path}: {size} bytes, too short to be a safetensors file",
+                                     "zh": "{path}：只有 {size} 字节，不可能是 safetensors 文件"},
+    "models.err.not_safetensors": {"en": "{path}: not a safetensors file (header length {n} for a {size}-byte file)",
+                                   "zh": "{path}：不是 safetensors 文件（{size} 字节的文件，头部长度却为 {n}）"},
+    "models.err.safetensors_header": {"en": "{path}: the safetensors header is not valid JSON",
+                                      "zh": "{path}：safetensors 头部不是有效的 JSON"},
+    "models.err.cut_short": {"en": "{path}: cut short: the header describes {need:,} bytes, the file has {size:,} "
+                                   "(an interrupted download or copy?)",
+                             "zh": "{path}：文件不完整：头部描述了 {need:,} 字节，文件只有 {size:,} 字节（下载或复制中断了？）"},
+    "models.err.no_weight_map": {"en": "{path}: no \"weight_map\" object naming the shard of each weight",
+                                 "zh": "{path}：没有说明每个权重所在分片的 \"weight_map\" 对象"},
+    "models.err.missing_shards": {"en": "{path} names {shards} shard(s); missing: {missing}",
+                                  "zh": "{path} 列出 {shards} 个分片；缺少：{missing}"},
+    "models.err.no_weights": {"en": "{path}: no weights: expected {expected} (or a sharded *.index.json with its shards)",
+                              "zh": "{path}：没有权重：应有 {expected}（或分片的 *.index.json 及其分片）"},
+    "models.err.no_config": {"en": "{path}: no config.json (a model folder has config.json, tokenizer files and weights)",
+                             "zh": "{path}：没有 config.json（模型文件夹应包含 config.json、分词器文件和权重）"},
+    "models.err.no_model_type": {"en": "{path}: no \"model_type\" (expected e.g. \"llama\", \"qwen2\")",
+                                 "zh": "{path}：没有 \"model_type\"（应为例如 \"llama\"、\"qwen2\"）"},
+    "models.err.unknown_model_type": {
+        "en": "{path}: model_type {model_type!r} has no family preset (presets/models/); supported: {known}",
+        "zh": "{path}：model_type {model_type!r} 没有对应的模型族预设（presets/models/）；支持：{known}"},
+    "models.err.no_tokenizer": {
+        "en": "{path}: no tokenizer: expected tokenizer_config.json with its vocabulary (one of {expected})",
+        "zh": "{path}：没有分词器：应有 tokenizer_config.json 及其词表（{expected} 之一）"},
+    "models.err.tokenizer_fails": {"en": "{path}: the tokenizer does not load: {error}", "zh": "{path}：分词器无法加载：{error}"},
+    "models.err.weights_fail": {"en": "{path}: the weights do not load as {architecture}: {error}",
+                                "zh": "{path}：权重无法按 {architecture} 加载：{error}"},
+    "models.err.vocab_too_big": {"en": "{path}: the tokenizer has {tokens} tokens, the embedding only {rows} rows",
+                                 "zh": "{path}：分词器有 {tokens} 个 token，嵌入层却只有 {rows} 行"},
+}
