@@ -534,7 +534,7 @@ TEXT: dict[str, dict[str, str]] = {
     "problem.invalid_json": {"en": "invalid JSON: {detail} (column {column})", "zh": "JSON 无效：{detail}（第 {column} 列）"},
     "problem.not_object": {"en": "expected a JSON object, got {got}", "zh": "应为 JSON 对象，实际为 {got}"},
     "problem.missing_field": {"en": "missing field", "zh": "缺少字段"},
-    "problem.wrong_type": {"en": "expected {expected}, got {got}", "zh": "类型应为 {expected}，实际为 {got}"},
+    "problem.wrong_type": {"en": "expected {expected}, got {got}", "zh": "类型应为{expected}，实际为{got}"},
     "problem.turns_mismatch": {"en": "src has {src} turns but tgt has {tgt}", "zh": "src 有 {src} 轮，但 tgt 有 {tgt} 轮"},
     "problem.mixed_types": {"en": "src and tgt must both be strings or both be lists", "zh": "src 与 tgt 须同为字符串或同为列表"},
     "problem.empty_text": {"en": "empty text", "zh": "文本为空"},

@@ -501,7 +501,7 @@ def test_problem_texts_in_chinese_hold_no_parser_or_type_english(tmp_path):
     f.write_text('{not json}\n{"src": 1, "tgt": "b"}\n', encoding="utf-8")
     rep = datasets.validate(f).to_dict()
     zh = [record_problem(p["code"], p["params"], "zh") for p in rep["problems"]]
-    assert zh == ["JSON 无效：此处应为双引号括起的键名（第 2 列）", "类型应为 字符串或字符串列表，实际为 整数"], zh
+    assert zh == ["JSON 无效：此处应为双引号括起的键名（第 2 列）", "类型应为字符串或字符串列表，实际为整数"], zh
     en = [record_problem(p["code"], p["params"], "en") for p in rep["problems"]]
     assert en == ["invalid JSON: Expecting property name enclosed in double quotes (column 2)",
                   "expected string or list of strings, got int"], en
