@@ -32,7 +32,7 @@ def test_dry_run_then_the_estimate_is_measured_and_an_unfit_start_asks_twice(tmp
                  if "loss" in json.loads(x)]
         assert meta["dry_run_of"] and meta["dry_run_steps"] == 20 and max(steps) == 20
         # a batch no machine here holds: warned by the check, and Start asks for a second click
-        set_number(page, "cfg-training-per_device_train_batch_size", 6000)
+        set_number(page, "cfg-training-per_device_train_batch_size", 200000)
         wait_text(check, "exceeds the free memory", 30)
         page.locator("#train-start").click()
         wait_text(page.locator("#train-start-msg"), "Click Start again to start it anyway", 30)
