@@ -53,7 +53,8 @@ def studio(tmp_path_factory, demo_home):
 
 
 def upload(page, path) -> None:
-    clear = page.locator("#dataset-upload button[aria-label='Clear']")
+    # Gradio's Clear button (its title is 清除 while the page is in 中文: studio/gradio_fixes.py)
+    clear = page.locator("#dataset-upload button[aria-label='Clear'], #dataset-upload button[aria-label='清除']")
     if clear.count():
         clear.click()
     page.locator("#dataset-upload input[type=file]").set_input_files(str(path))
