@@ -51,6 +51,8 @@ def hidden(page, *names, timeout=20000):
 def fill_from_chat(page, name: str) -> None:
     """Chat tab: "Train DPO on these" for the preference dataset ``name``; waits for the Train form."""
     page.locator("#tab-chat-button").click()
+    if not page.locator("#chat-pref-name textarea").is_visible():  # compare mode shows the preference parts
+        pick(page, "chat-compare", "models/demo-base (base)")
     page.locator("#chat-pref-name textarea").fill(name)
     page.locator("#chat-train-dpo").click()
     for _ in range(100):
