@@ -45,7 +45,7 @@ def test_chatglm_v1_chats_and_is_checked_in_chinese(tmp_path, demo_home):
             page.goto(s.url)
             page.get_by_label("中文").check()
             page.locator("#tab-chat-button").click()
-            pick(page, "chat-model", "models/chatglm-sft (base)")
+            pick(page, "chat-model", "models/chatglm-sft (基座)")  # the Chat picker names kinds in the page's language
             page.locator("#chat-load").click()
             status = wait_text(page.locator("#chat-status"), "http://127.0.0.1:", 120)
             url = "http://127.0.0.1:" + status.split("http://127.0.0.1:", 1)[1].split(" ", 1)[0].rstrip("。，,")
