@@ -88,9 +88,11 @@ def ws(demo_home, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def merged(merged_demo):
-    """A LoRA trained a few steps on the demo dataset, merged: (merged dir, adapter dir)."""
-    return merged_demo
+def merged(merged_demo, ws):
+    """A LoRA trained a few steps on the demo dataset, merged (the session's, linked into this
+    workspace as models/demo-merged, where upstream-style configs name it): (merged dir, adapter dir)."""
+    (ws / "models" / "demo-merged").symlink_to(merged_demo[0])
+    return ws / "models" / "demo-merged", merged_demo[1]
 
 
 @pytest.fixture(scope="module")
