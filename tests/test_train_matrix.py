@@ -69,7 +69,10 @@ ELSEWHERE = {"nnodes", "master", "rank", "nodes", "port_range", "dpo_beta", "dpo
              "kto_beta", "kto_desirable_weight", "kto_undesirable_weight", "kto_lora",
              "sharding_parallel_degree",  # sharding stage1 x 2 processes: tests/test_parallel_env.py
              # a two-rank run ended by it at its third evaluation: tests/test_control.py
-             "early_stopping_patience", "early_stopping_threshold"}
+             "early_stopping_patience", "early_stopping_threshold",
+             # a run logged to VisualDL read back by VisualDL's own reader; tensorboard refused without
+             # tensorboardX: tests/test_tracking.py
+             "report_to"}
 
 
 def _switches_set() -> set[str]:
