@@ -36,12 +36,20 @@ def test_calibrated_by_past_runs_and_warned_when_it_does_not_fit(demo_home, tmp_
     # two earlier runs measured 1.5x and 2.5x the guess, at 0.5x and 1.5x its step time: medians 2.0 and 1.0
     _past_run(ws, "r1", cfg, 1.5 * g["mib"], 1 / (0.5 * g["step_s"]))
     _past_run(ws, "r2", cfg, 2.5 * g["mib"], 1 / (1.5 * g["step_s"]))
+    # a prefix-tuning run 10x off: another method's costs, left out while runs of this one are there
+    other = config.load_preset("demo-lora", ws)
+    other.method.method = "prefix"
+    gp = estimate.guess(other, shape, 1)
+    _past_run(ws, "r3", other, 10 * gp["mib"], 1 / (10 * gp["step_s"]))
+    assert estimate.calibration(other)["runs"] == 1 and abs(estimate.calibration(other)["mem"] - 10) < 1e-6
     e = estimate.estimate(cfg)
     assert e["calibrated_runs"] == 2
     assert abs(e["per_process_mib"] - 2.0 * g["mib"]) < 1e-3 and e["steps"] == 200
     assert abs(e["seconds"] - 200 * g["step_s"]) < 1e-6
-    cfg.parallel.nproc = 2
-    assert abs(estimate.estimate(cfg)["total_mib"] - 2 * e["per_process_mib"]) < 1e-3
+    cfg.parallel.nproc = 2  # two local ranks split the pages they share (PSS): each holds half of them
+    e2 = estimate.estimate(cfg)
+    assert abs(e2["total_mib"] - 2 * e2["per_process_mib"]) < 1e-3
+    assert abs(e2["per_process_mib"] - (e["per_process_mib"] - 2.0 * estimate.SHARED_MIB / 2)) < 1e-3
     # the Train tab's check: the estimate, and a warning when it exceeds the free memory
     from studio.tabs.train import check_markdown
 

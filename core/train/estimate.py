@@ -19,6 +19,10 @@ from core import workspace
 
 MIB = 1 << 20
 BASE_MIB = 380.0  # one training process after importing paddle and paddlenlp (measured, docs/faults.md)
+# of which pages the processes of one machine share (paddle's libraries): PSS splits them between
+# the local ranks (bench/estimate_accuracy.py: a demo LoRA rank's peak PSS 696 MiB alone, 534 MiB
+# as one of 2, so about 2 x 162 MiB shared)
+SHARED_MIB = 324.0
 FLOPS_PER_S = 4e9  # a first guess of one CPU process's training throughput, before calibration
 
 
@@ -174,7 +178,8 @@ def guess(cfg, shape: dict, world: int, lengths: dict | None = None) -> dict:
     grads = t * 4 / (shard if p.sharding in ("stage2", "stage3") else 1)
     moments = t * 8 / shard
     reference = n * bf if m.method in ("dpo", "kto") and adapter_of(m) is None else 0  # a frozen copy
-    mib = BASE_MIB + (n * bf / split + grads + moments + reference) / MIB + acts / MIB
+    local = max(int(p.nproc or 1), 1)
+    mib = BASE_MIB - SHARED_MIB * (1 - 1 / local) + (n * bf / split + grads + moments + reference) / MIB + acts / MIB
     tokens = rows * lengths["batch_mean"] * max(int(tr.gradient_accumulation_steps), 1)
     per_token = 6.0 if adapter_of(m) is None else 4.0  # adapters: no weight gradients of the frozen base
     step_s = per_token * n / split * tokens / FLOPS_PER_S
@@ -241,11 +246,14 @@ def _run_config(d: Path):
 
 def calibration(cfg=None) -> dict:
     """Measured/guessed ratios of memory and time. A finished dry run of ``cfg`` (same fingerprint)
-    gives them alone; otherwise the median over the workspace's runs that have samples and speeds."""
+    gives them alone; otherwise the median over the workspace's runs that have samples and speeds,
+    those of the same method when there are (a method's own costs: prefix tuning's step took twice
+    LoRA's on the demo, which no shape formula here says)."""
     from core.train import runs
 
     want = fingerprint(cfg) if cfg is not None else None
-    mem, speed = [], []
+    method = cfg.method.method if cfg is not None else None
+    mem, speed, same_mem, same_speed = [], [], [], []
     for d in runs.run_dirs():
         try:
             m = measured(d)
@@ -257,12 +265,14 @@ def calibration(cfg=None) -> dict:
             if want and meta.get("dry_run_of") == want and runs.status(d).get("state") == "succeeded":
                 return {"runs": 1, "mem": ratios[0] or 1.0, "time": ratios[1] or 1.0, "time_runs": 1,
                         "dry_run": d.name}
+            same = method is not None and rcfg.method.method == method
             if ratios[0]:
-                mem.append(ratios[0])
+                (same_mem if same else mem).append(ratios[0])
             if ratios[1]:
-                speed.append(ratios[1])
+                (same_speed if same else speed).append(ratios[1])
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue
+    mem, speed = same_mem or mem + same_mem, same_speed or speed + same_speed
     return {"runs": len(mem), "mem": statistics.median(mem) if mem else 1.0,
             "time": statistics.median(speed) if speed else 1.0, "time_runs": len(speed), "dry_run": None}
 
